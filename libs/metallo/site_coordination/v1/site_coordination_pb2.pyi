@@ -1,0 +1,81 @@
+from metallo.common.v1 import common_pb2 as _common_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AppendSiteCommand(_message.Message):
+    __slots__ = ("metadata", "site_id", "environment", "kind", "run_id", "attempt_id", "attempt_number", "payload_json")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    environment: str
+    kind: str
+    run_id: str
+    attempt_id: str
+    attempt_number: int
+    payload_json: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class SiteCommandAppended(_message.Message):
+    __slots__ = ("command_id", "site_id", "environment", "sequence", "kind", "run_id", "attempt_id")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    site_id: str
+    environment: str
+    sequence: int
+    kind: str
+    run_id: str
+    attempt_id: str
+    def __init__(self, command_id: _Optional[str] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., sequence: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class SiteCommandResultRecorded(_message.Message):
+    __slots__ = ("command_id", "site_id", "environment", "sequence", "kind", "run_id", "attempt_id", "result_json")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    site_id: str
+    environment: str
+    sequence: int
+    kind: str
+    run_id: str
+    attempt_id: str
+    result_json: str
+    def __init__(self, command_id: _Optional[str] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., sequence: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class SiteProgressReported(_message.Message):
+    __slots__ = ("command_id", "site_id", "sequence", "code", "run_id", "attempt_id")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    site_id: str
+    sequence: int
+    code: str
+    run_id: str
+    attempt_id: str
+    def __init__(self, command_id: _Optional[str] = ..., site_id: _Optional[str] = ..., sequence: _Optional[int] = ..., code: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
