@@ -1,0 +1,1 @@
+"""Use cases of Site Coordination and the ports they need (Protocols)."""

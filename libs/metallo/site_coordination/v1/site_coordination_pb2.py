@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from metallo.common.v1 import common_pb2 as metallo_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4metallo/site_coordination/v1/site_coordination.proto\x12\x1cmetallo.site_coordination.v1\x1a\x1emetallo/common/v1/common.proto\"\xcf\x01\n\x11\x41ppendSiteCommand\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x07 \x01(\x05\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\"\x93\x01\n\x13SiteCommandAppended\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\"\xae\x01\n\x19SiteCommandResultRecorded\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"\x7f\n\x14SiteProgressReported\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4metallo/site_coordination/v1/site_coordination.proto\x12\x1cmetallo.site_coordination.v1\x1a\x1emetallo/common/v1/common.proto\"\xcf\x01\n\x11\x41ppendSiteCommand\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x07 \x01(\x05\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\"d\n\x16\x41ppendSiteCommandReply\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\"\x93\x01\n\x13SiteCommandAppended\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\"\xae\x01\n\x19SiteCommandResultRecorded\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"\x7f\n\x14SiteProgressReported\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,10 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_APPENDSITECOMMAND']._serialized_start=119
   _globals['_APPENDSITECOMMAND']._serialized_end=326
-  _globals['_SITECOMMANDAPPENDED']._serialized_start=329
-  _globals['_SITECOMMANDAPPENDED']._serialized_end=476
-  _globals['_SITECOMMANDRESULTRECORDED']._serialized_start=479
-  _globals['_SITECOMMANDRESULTRECORDED']._serialized_end=653
-  _globals['_SITEPROGRESSREPORTED']._serialized_start=655
-  _globals['_SITEPROGRESSREPORTED']._serialized_end=782
+  _globals['_APPENDSITECOMMANDREPLY']._serialized_start=328
+  _globals['_APPENDSITECOMMANDREPLY']._serialized_end=428
+  _globals['_SITECOMMANDAPPENDED']._serialized_start=431
+  _globals['_SITECOMMANDAPPENDED']._serialized_end=578
+  _globals['_SITECOMMANDRESULTRECORDED']._serialized_start=581
+  _globals['_SITECOMMANDRESULTRECORDED']._serialized_end=755
+  _globals['_SITEPROGRESSREPORTED']._serialized_start=757
+  _globals['_SITEPROGRESSREPORTED']._serialized_end=884
 # @@protoc_insertion_point(module_scope)

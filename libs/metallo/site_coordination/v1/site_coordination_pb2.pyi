@@ -26,6 +26,18 @@ class AppendSiteCommand(_message.Message):
     payload_json: str
     def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
+class AppendSiteCommandReply(_message.Message):
+    __slots__ = ("command_id", "site_id", "environment", "sequence")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    site_id: str
+    environment: str
+    sequence: int
+    def __init__(self, command_id: _Optional[str] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+
 class SiteCommandAppended(_message.Message):
     __slots__ = ("command_id", "site_id", "environment", "sequence", "kind", "run_id", "attempt_id")
     COMMAND_ID_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,336 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from metallo.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LaunchRun(_message.Message):
+    __slots__ = ("metadata", "workload_id", "revision", "launch_key", "labels", "repository_commit")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    workload_id: str
+    revision: int
+    launch_key: str
+    labels: _containers.ScalarMap[str, str]
+    repository_commit: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., repository_commit: _Optional[str] = ...) -> None: ...
+
+class LaunchRunReply(_message.Message):
+    __slots__ = ("run_id", "phase", "version")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    phase: str
+    version: int
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class CancelRun(_message.Message):
+    __slots__ = ("metadata", "run_id", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    run_id: str
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelRunReply(_message.Message):
+    __slots__ = ("run_id", "cancel_recorded", "desired_state", "phase", "outcome", "version")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_STATE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    cancel_recorded: bool
+    desired_state: str
+    phase: str
+    outcome: str
+    version: int
+    def __init__(self, run_id: _Optional[str] = ..., cancel_recorded: _Optional[bool] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., outcome: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetRun(_message.Message):
+    __slots__ = ("metadata", "run_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    run_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ListRuns(_message.Message):
+    __slots__ = ("metadata", "page", "workload_id", "phase", "outcome", "active_only")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    page: _common_pb2.PageRequest
+    workload_id: str
+    phase: str
+    outcome: str
+    active_only: bool
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., page: _Optional[_Union[_common_pb2.PageRequest, _Mapping]] = ..., workload_id: _Optional[str] = ..., phase: _Optional[str] = ..., outcome: _Optional[str] = ..., active_only: _Optional[bool] = ...) -> None: ...
+
+class ListRunsReply(_message.Message):
+    __slots__ = ("runs", "page")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    page: _common_pb2.PageInfo
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
+
+class NativeJob(_message.Message):
+    __slots__ = ("stage", "job_id")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    job_id: str
+    def __init__(self, stage: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class PinnedRepository(_message.Message):
+    __slots__ = ("role", "url", "commit", "branch")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    url: str
+    commit: str
+    branch: str
+    def __init__(self, role: _Optional[str] = ..., url: _Optional[str] = ..., commit: _Optional[str] = ..., branch: _Optional[str] = ...) -> None: ...
+
+class ExitFacts(_message.Message):
+    __slots__ = ("exit_code", "signal", "failure_stage", "failure_code", "scheduler_state")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_CODE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_STATE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    signal: int
+    failure_stage: str
+    failure_code: str
+    scheduler_state: str
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., failure_stage: _Optional[str] = ..., failure_code: _Optional[str] = ..., scheduler_state: _Optional[str] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("attempt_id", "number", "state", "material_digest", "native_jobs", "native_state", "observation_phase", "exit", "reason_code", "created_at", "started_at", "ended_at", "dispatch_deadline")
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MATERIAL_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_JOBS_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_STATE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_PHASE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    attempt_id: str
+    number: int
+    state: str
+    material_digest: str
+    native_jobs: _containers.RepeatedCompositeFieldContainer[NativeJob]
+    native_state: str
+    observation_phase: str
+    exit: ExitFacts
+    reason_code: str
+    created_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    dispatch_deadline: _timestamp_pb2.Timestamp
+    def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    ACTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_KIND_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_STATE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_STATE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_PHASE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORIES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    SPEC_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_BY_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    project: str
+    workload_id: str
+    revision: int
+    action: str
+    action_type: str
+    environment: str
+    family: str
+    service_kind: str
+    site_id: str
+    desired_state: str
+    phase: str
+    native_state: str
+    observation_phase: str
+    observation_confidence: str
+    exit: ExitFacts
+    outcome: str
+    reason_code: str
+    initiating_member: str
+    launch_command_id: str
+    launch_key: str
+    labels: _containers.ScalarMap[str, str]
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    repositories: _containers.RepeatedCompositeFieldContainer[PinnedRepository]
+    output_commit: str
+    endpoint: str
+    spec_digest: str
+    cancel_reason: str
+    cancelled_by: str
+    accepted_at: _timestamp_pb2.Timestamp
+    planned_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    version: int
+    max_attempts: int
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+
+class RunAccepted(_message.Message):
+    __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    project: str
+    workload_id: str
+    revision: int
+    initiating_member: str
+    launch_command_id: str
+    launch_key: str
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class RunStarted(_message.Message):
+    __slots__ = ("run_id", "project", "attempt_id", "attempt_number", "site_id", "launch_command_id", "launch_key", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    project: str
+    attempt_id: str
+    attempt_number: int
+    site_id: str
+    launch_command_id: str
+    launch_key: str
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., site_id: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class RunCompleted(_message.Message):
+    __slots__ = ("run_id", "project", "outcome", "reason_code", "output_commit", "launch_command_id", "launch_key", "labels", "workload_id", "revision", "attempts")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    project: str
+    outcome: str
+    reason_code: str
+    output_commit: str
+    launch_command_id: str
+    launch_key: str
+    labels: _containers.ScalarMap[str, str]
+    workload_id: str
+    revision: int
+    attempts: int
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., output_commit: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., attempts: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,123 @@
+"""The governance snapshot: Projects, members, bindings and Sites (immutable values).
+
+This is the development adapter's view of what the Project authority (Beto) and
+provisioning (Waldur) own (DESIGN.md, External owners). Every value is frozen so a
+snapshot handed out by :class:`~metallo.governance.file.GovernanceFile` can be
+shared between tasks without copying.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Mapping
+
+Capability = Literal[
+    "runs.launch", "runs.read", "runs.cancel",
+    "pipelines.start", "pipelines.read", "pipelines.stop",
+    "workloads.prepare", "workloads.read",
+]
+
+CAPABILITIES: tuple[str, ...] = (
+    "runs.launch", "runs.read", "runs.cancel",
+    "pipelines.start", "pipelines.read", "pipelines.stop",
+    "workloads.prepare", "workloads.read",
+)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A member's account at one Site: Unix ``site_username`` and Slurm ``account``."""
+
+    site_username: str
+    account: str
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member: stable ``id`` (e.g. ``m-alice``), display ``name``, bindings by Site id."""
+
+    id: str
+    name: str
+    bindings: Mapping[str, Binding] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Site:
+    """A Site with its environment, readiness and limits.
+
+    max_wall_seconds: longest wall time a Run may ask for (seconds), None = no limit.
+    concurrent_run_limit: most active Runs on the Site, None = no limit.
+    gpu_classes: GPU class (``resources.gpuClass``) → Slurm GRES type, e.g. ``gpu:a100``.
+    """
+
+    id: str
+    name: str
+    environment: Literal["slurm", "k8s"]
+    ready: bool
+    max_wall_seconds: int | None = None
+    concurrent_run_limit: int | None = None
+    gpu_classes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Project:
+    """A Project: its members (ids), provisioned Sites (ids), limit and capabilities.
+
+    capabilities: member id → frozenset of capability names held in this Project.
+    """
+
+    id: str
+    name: str
+    members: tuple[str, ...]
+    sites: tuple[str, ...]
+    concurrent_run_limit: int | None
+    capabilities: Mapping[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class Governance:
+    """One consistent snapshot of a governance file.
+
+    Queries never raise for unknown ids: they answer None, False or an empty list,
+    so callers refuse with their own stable codes.
+    """
+
+    projects: Mapping[str, Project]
+    members: Mapping[str, Member]
+    sites: Mapping[str, Site]
+
+    def project(self, project_id: str) -> Project | None:
+        """The Project with this id, or None."""
+        return self.projects.get(project_id)
+
+    def member(self, member_id: str) -> Member | None:
+        """The member with this id, or None."""
+        return self.members.get(member_id)
+
+    def site(self, site_id: str) -> Site | None:
+        """The Site with this id, or None."""
+        return self.sites.get(site_id)
+
+    def has_capability(self, project_id: str, member_id: str, capability: str) -> bool:
+        """Whether ``member_id`` currently holds ``capability`` in ``project_id``.
+
+        False for an unknown Project, a non-member or an unknown capability name
+        (seed 004, "Run access with current Project permissions").
+        """
+        p = self.projects.get(project_id)
+        if p is None:
+            return False
+        return capability in p.capabilities.get(member_id, frozenset())
+
+    def binding(self, member_id: str, site_id: str) -> Binding | None:
+        """The member's account binding at the Site, or None."""
+        m = self.members.get(member_id)
+        return None if m is None else m.bindings.get(site_id)
+
+    def sites_for(self, project_id: str) -> list[Site]:
+        """The Project's provisioned Sites in file order ([] for an unknown Project)."""
+        p = self.projects.get(project_id)
+        if p is None:
+            return []
+        return [self.sites[s] for s in p.sites if s in self.sites]

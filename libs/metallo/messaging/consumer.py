@@ -1,0 +1,182 @@
+"""Queue consumption with bounded retries and dead-lettering (DESIGN.md, Messaging).
+
+Every consumed queue ``Q`` has two companions:
+
+- ``Q.retry``: a delivery whose handler raised is re-published there with a
+  per-message TTL (exponential backoff); RabbitMQ dead-letters it back to ``Q``
+  when the TTL ends. The try count travels in header ``x-metallo-retries``.
+- ``Q.dlq``: after ``max_retries`` tries, or at once for a poison message
+  (unknown type, wrong contract version, undecodable body, inbox hash mismatch),
+  the delivery is parked there with header ``x-metallo-dead-reason``.
+
+A delivery is acked only after its effect committed (or after it was parked),
+so a crash redelivers it and the inbox absorbs the repeat. Deliveries of one
+aggregate (header ``x-metallo-aggregate``) are handled one after another in
+arrival order; different aggregates run concurrently up to ``prefetch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+
+from metallo.messaging.envelope import Envelope, decode
+from metallo.messaging.errors import PoisonMessage
+from metallo.messaging.relay import backoff_seconds
+from metallo.messaging.topology import Topology
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Envelope, AbstractIncomingMessage], Awaitable[None]]
+
+
+class QueueConsumer:
+    """Consumes one durable queue bound to ``exchange`` with ``routing_keys``.
+
+    ``handle(envelope, incoming)`` does the work; raising :class:`PoisonMessage`
+    parks the delivery, any other exception schedules a retry.
+    """
+
+    def __init__(
+        self,
+        amqp_url: str,
+        topology: Topology,
+        queue: str,
+        *,
+        exchange: str,
+        routing_keys: list[str],
+        handle: Handler,
+        prefetch: int = 64,
+        max_retries: int = 5,
+        retry_base_seconds: float = 0.5,
+    ):
+        self.amqp_url = amqp_url
+        self.topology = topology
+        self.queue_name = queue
+        self.exchange_name = exchange
+        self.routing_keys = routing_keys
+        self.handle = handle
+        self.prefetch = prefetch
+        self.max_retries = max_retries
+        self.retry_base_seconds = retry_base_seconds
+        self._connection: aio_pika.abc.AbstractRobustConnection | None = None
+        self._channel: aio_pika.abc.AbstractChannel | None = None
+        self._tails: dict[str, asyncio.Future] = {}
+        self._inflight: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        """Connect (robustly), declare the topology and start consuming."""
+        self._connection = await aio_pika.connect_robust(self.amqp_url, timeout=10)
+        self._channel = await self._connection.channel(publisher_confirms=True)
+        await self._channel.set_qos(prefetch_count=self.prefetch)
+        await declare_consumer_queue(
+            self._channel, self.topology, self.queue_name, self.exchange_name, self.routing_keys
+        )
+        queue = await self._channel.get_queue(self.queue_name, ensure=False)
+        await queue.consume(self._on_message)
+
+    async def stop(self) -> None:
+        """Stop consuming and close; in-flight deliveries not acked are redelivered later."""
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or id(incoming))
+        previous = self._tails.get(key)
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._tails[key] = done
+
+        async def run() -> None:
+            try:
+                if previous is not None:
+                    await previous
+                await self._process(incoming)
+            finally:
+                done.set_result(None)
+                if self._tails.get(key) is done:
+                    del self._tails[key]
+
+        task = asyncio.create_task(run())
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(self, incoming: AbstractIncomingMessage) -> None:
+        try:
+            envelope = decode(incoming)
+            await self.handle(envelope, incoming)
+        except PoisonMessage as exc:
+            log.error("dead-lettering %s from %s: %s", incoming.message_id, self.queue_name, exc.reason)
+            await self._park(incoming, exc.reason)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._retry(incoming, f"{type(exc).__name__}: {exc}")
+            return
+        await incoming.ack()
+
+    async def _park(self, incoming: AbstractIncomingMessage, reason: str) -> None:
+        headers = dict(incoming.headers or {})
+        headers["x-metallo-dead-reason"] = reason[:500]
+        headers["x-metallo-source-queue"] = self.queue_name
+        await self._republish(incoming, f"{self.queue_name}.dlq", headers)
+        await incoming.ack()
+
+    async def _retry(self, incoming: AbstractIncomingMessage, error: str) -> None:
+        headers = dict(incoming.headers or {})
+        tries = int(headers.get("x-metallo-retries") or 0) + 1
+        if tries > self.max_retries:
+            log.error("giving up on %s from %s after %d tries: %s", incoming.message_id, self.queue_name, tries - 1, error)
+            await self._park(incoming, f"failed {tries - 1} times; last error: {error}")
+            return
+        headers["x-metallo-retries"] = tries
+        headers["x-metallo-last-error"] = error[:500]
+        delay = backoff_seconds(tries, base=self.retry_base_seconds, cap=30.0)
+        log.warning("retry %d/%d of %s from %s in %.1fs: %s", tries, self.max_retries, incoming.message_id, self.queue_name, delay, error)
+        await self._republish(incoming, f"{self.queue_name}.retry", headers, expiration=delay)
+        await incoming.ack()
+
+    async def _republish(
+        self, incoming: AbstractIncomingMessage, queue: str, headers: dict, expiration: float | None = None
+    ) -> None:
+        assert self._channel is not None
+        message = aio_pika.Message(
+            body=incoming.body,
+            content_type=incoming.content_type,
+            type=incoming.type,
+            message_id=incoming.message_id,
+            correlation_id=incoming.correlation_id,
+            reply_to=incoming.reply_to,
+            headers=headers,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            expiration=expiration,
+        )
+        await self._channel.default_exchange.publish(message, routing_key=queue, timeout=10)
+
+
+async def declare_consumer_queue(
+    channel: aio_pika.abc.AbstractChannel,
+    topology: Topology,
+    queue: str,
+    exchange: str,
+    routing_keys: list[str],
+) -> None:
+    """Declare ``queue`` (durable) with its ``.retry`` and ``.dlq`` and bind it to ``exchange``."""
+    ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+    main = await channel.declare_queue(queue, durable=True)
+    await channel.declare_queue(
+        f"{queue}.retry",
+        durable=True,
+        arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue},
+    )
+    await channel.declare_queue(f"{queue}.dlq", durable=True)
+    for key in routing_keys:
+        await main.bind(ex, routing_key=key)
+    topology.declared_queues.update({queue, f"{queue}.retry", f"{queue}.dlq"})

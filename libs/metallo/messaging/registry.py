@@ -1,0 +1,51 @@
+"""Message-name registry: fully-qualified protobuf name → generated class.
+
+Generated modules live under ``libs/metallo/<context>/v<N>/*_pb2.py``
+(``scripts/gen-proto``); they are imported once, lazily, on first lookup.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from functools import lru_cache
+
+from google.protobuf.message import Message
+
+import metallo
+
+_PACKAGE = re.compile(r"^metallo\.(?P<context>[a-z_]+)\.(?P<version>v\d+)\.(?P<name>[A-Za-z0-9_]+)$")
+
+
+@lru_cache(maxsize=1)
+def _all_messages() -> dict[str, type[Message]]:
+    found: dict[str, type[Message]] = {}
+    for mod in pkgutil.walk_packages(metallo.__path__, "metallo."):
+        if not mod.name.endswith("_pb2"):
+            continue
+        module = importlib.import_module(mod.name)
+        for desc in module.DESCRIPTOR.message_types_by_name.values():
+            found[desc.full_name] = getattr(module, desc.name)
+    return found
+
+
+def message_class(full_name: str) -> type[Message] | None:
+    """Return the generated class for ``full_name`` or None when unknown."""
+    return _all_messages().get(full_name)
+
+
+def parse_name(full_name: str) -> tuple[str, str, str]:
+    """Split ``metallo.<context>.v<N>.<Name>`` into (context, version, name).
+
+    Raises ValueError for a name outside that pattern.
+    """
+    m = _PACKAGE.match(full_name)
+    if not m:
+        raise ValueError(f"message {full_name!r} is not metallo.<context>.v<N>.<Name>")
+    return m["context"], m["version"], m["name"]
+
+
+def full_name(message: Message | type[Message]) -> str:
+    """The fully-qualified protobuf name of a message or message class."""
+    return message.DESCRIPTOR.full_name

@@ -1,0 +1,333 @@
+"""The outbox relay (DESIGN.md, Messaging; issue 2 item 4).
+
+Loop: claim a batch of publishable rows under a fenced lease → publish each
+``mandatory`` with publisher confirms (an aggregate's rows in id order, different
+aggregates concurrently) → mark the confirmed ones ``done`` (only while the lease
+is still ours) and the failed ones for a retry with exponential backoff.
+
+Claiming: a row is publishable when it is ``pending``, due, its lease is free,
+and it is the oldest pending row of its aggregate (the *head*). The batch also
+takes the heads' followers: once a relay leases an aggregate's head, no other
+relay can claim any row of it until that lease ends. A Return (unroutable) is a
+failure even when the broker then acks. With the broker unreachable the relay
+claims nothing and retries the connection; publishing times out fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+import aio_pika
+import asyncpg
+from aio_pika.exceptions import DeliveryError, PublishError
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from metallo.messaging.outbox import NOTIFY_CHANNEL
+from metallo.messaging.topology import CONTENT_TYPE, Topology
+
+log = logging.getLogger(__name__)
+
+_CLAIM = text(
+    """
+WITH heads AS (
+    SELECT d.message_pk, d.aggregate_id
+    FROM outbox_dispatch d
+    WHERE d.state = 'pending'
+      AND d.next_attempt_at <= now()
+      AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox_dispatch e
+          WHERE e.aggregate_id = d.aggregate_id AND e.state = 'pending'
+            AND e.message_pk < d.message_pk)
+    ORDER BY d.message_pk
+    LIMIT :batch
+    FOR UPDATE OF d SKIP LOCKED
+), followers AS (
+    SELECT f.message_pk
+    FROM outbox_dispatch f JOIN heads h ON f.aggregate_id = h.aggregate_id
+    WHERE f.state = 'pending' AND f.message_pk > h.message_pk
+    ORDER BY f.message_pk
+    LIMIT :batch
+    FOR UPDATE OF f SKIP LOCKED
+), claimed AS (
+    UPDATE outbox_dispatch d
+    SET lease_owner = :owner, lease_token = :token,
+        lease_generation = d.lease_generation + 1,
+        lease_expires_at = now() + make_interval(secs => :lease_seconds)
+    WHERE d.message_pk IN (SELECT message_pk FROM heads UNION SELECT message_pk FROM followers)
+    RETURNING d.message_pk, d.attempts
+)
+SELECT m.id, m.message_id, m.aggregate_id, m.kind, m.exchange, m.routing_key, m.type,
+       m.body, m.correlation_id, m.headers, c.attempts
+FROM claimed c JOIN outbox_messages m ON m.id = c.message_pk
+ORDER BY m.id
+"""
+)
+
+_DONE = text(
+    """
+UPDATE outbox_dispatch SET state = 'done', published_at = now(), attempts = attempts + 1,
+       last_error = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE message_pk = ANY(:pks) AND lease_token = :token AND state = 'pending'
+"""
+)
+
+_FAILED = text(
+    """
+UPDATE outbox_dispatch SET attempts = attempts + 1, last_error = left(:error, 500),
+       state = CASE WHEN :dead_after > 0 AND attempts + 1 >= :dead_after THEN 'dead' ELSE 'pending' END,
+       next_attempt_at = now() + make_interval(secs => :delay),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE message_pk = :pk AND lease_token = :token AND state = 'pending'
+"""
+)
+
+_RELEASE = text(
+    """
+UPDATE outbox_dispatch SET lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+WHERE message_pk = ANY(:pks) AND lease_token = :token AND state = 'pending'
+"""
+)
+
+
+@dataclass(frozen=True)
+class _Row:
+    pk: int
+    message_id: uuid.UUID
+    aggregate_id: str
+    kind: str
+    exchange: str
+    routing_key: str
+    type: str
+    body: bytes
+    correlation_id: str | None
+    headers: dict
+    attempts: int
+
+
+def backoff_seconds(attempts: int, base: float = 0.5, cap: float = 60.0) -> float:
+    """Delay before the next try after ``attempts`` failed ones: base·2^(n-1), capped."""
+    return min(cap, base * (2 ** max(0, attempts - 1)))
+
+
+class OutboxRelay:
+    """Publishes committed outbox rows of one service database (see module doc).
+
+    ``owner`` names the relay in leases; ``batch`` rows per claim; ``lease_seconds``
+    on PostgreSQL's clock; ``publish_timeout`` seconds per publish; replies that stay
+    unroutable ``reply_dead_after`` times become ``dead`` (the requester is gone; its
+    outcome stays in the command receipt).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        amqp_url: str,
+        topology: Topology,
+        *,
+        owner: str = "relay",
+        batch: int = 200,
+        lease_seconds: float = 30.0,
+        publish_timeout: float = 5.0,
+        poll_seconds: float = 1.0,
+        reply_dead_after: int = 3,
+    ):
+        self.engine = engine
+        self.amqp_url = amqp_url
+        self.topology = topology
+        self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
+        self.batch = batch
+        self.lease_seconds = lease_seconds
+        self.publish_timeout = publish_timeout
+        self.poll_seconds = poll_seconds
+        self.reply_dead_after = reply_dead_after
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._listen_task: asyncio.Task | None = None
+        self._connection: aio_pika.abc.AbstractConnection | None = None
+        self._channel: aio_pika.abc.AbstractChannel | None = None
+        self._exchanges: dict[str, aio_pika.abc.AbstractExchange] = {}
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Start the relay loop and the LISTEN wake-up in the background."""
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name=f"outbox-relay {self.owner}")
+        self._listen_task = asyncio.create_task(self._listen(), name="outbox-listen")
+
+    async def stop(self) -> None:
+        """Stop the loop, free nothing held (leases expire), close the connection."""
+        self._stopping = True
+        self._wake.set()
+        for task in (self._task, self._listen_task):
+            if task:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        await self._disconnect()
+
+    def wake(self) -> None:
+        """Ask the loop to look for rows now."""
+        self._wake.set()
+
+    async def _listen(self) -> None:
+        url = make_url(self.engine.url).set(drivername="postgresql")
+        while not self._stopping:
+            try:
+                conn = await asyncpg.connect(url.render_as_string(hide_password=False), timeout=10)
+                try:
+                    await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+                    while not self._stopping:
+                        await asyncio.sleep(30)
+                finally:
+                    await conn.close()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the poll loop still runs; rows are the truth
+                log.warning("outbox LISTEN connection failed: %s", exc)
+                await asyncio.sleep(2)
+
+    async def _run(self) -> None:
+        connect_failures = 0
+        while not self._stopping:
+            try:
+                await self._connect()
+                connect_failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                connect_failures += 1
+                delay = backoff_seconds(connect_failures, base=0.5, cap=10.0)
+                log.warning("broker unreachable (%s); outbox rows wait; retry in %.1fs", exc, delay)
+                await self._sleep(delay)
+                continue
+            try:
+                published = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("outbox relay cycle failed")
+                await self._disconnect()
+                await self._sleep(1.0)
+                continue
+            if published < self.batch:
+                await self._sleep(self.poll_seconds)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+        self._wake.clear()
+
+    async def _connect(self) -> None:
+        if self._connection is not None and not self._connection.is_closed:
+            return
+        await self._disconnect()
+        self._connection = await aio_pika.connect(self.amqp_url, timeout=5)
+        self._channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+        self._exchanges = {"": self._channel.default_exchange}
+        for name in (self.topology.events_exchange, self.topology.commands_exchange):
+            self._exchanges[name] = await self._channel.declare_exchange(
+                name, aio_pika.ExchangeType.TOPIC, durable=True
+            )
+
+    async def _disconnect(self) -> None:
+        conn, self._connection, self._channel = self._connection, None, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:
+                pass
+
+    async def run_once(self) -> int:
+        """Claim, publish and settle one batch; return how many rows were confirmed."""
+        if self._channel is None:
+            await self._connect()
+        token = uuid.uuid4()
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                _CLAIM,
+                {"batch": self.batch, "owner": self.owner, "token": token, "lease_seconds": self.lease_seconds},
+            )
+            rows = [_Row(*r) for r in result.all()]
+        if not rows:
+            return 0
+        by_aggregate: dict[str, list[_Row]] = defaultdict(list)
+        for row in rows:
+            by_aggregate[row.aggregate_id].append(row)
+        outcomes = await asyncio.gather(*(self._publish_chain(chain) for chain in by_aggregate.values()))
+        done = [pk for ok, _failed, _skipped in outcomes for pk in ok]
+        failed = [f for _ok, fails, _skipped in outcomes for f in fails]
+        skipped = [pk for _ok, _failed, skips in outcomes for pk in skips]
+        async with self.engine.begin() as conn:
+            if done:
+                await conn.execute(_DONE, {"pks": done, "token": token})
+            for row, error in failed:
+                dead_after = self.reply_dead_after if row.kind == "reply" else 0
+                await conn.execute(
+                    _FAILED,
+                    {
+                        "pk": row.pk,
+                        "token": token,
+                        "error": error,
+                        "delay": backoff_seconds(row.attempts + 1),
+                        "dead_after": dead_after,
+                    },
+                )
+            if skipped:
+                await conn.execute(_RELEASE, {"pks": skipped, "token": token})
+        if failed:
+            log.warning("outbox: %d of %d messages not confirmed; first error: %s", len(failed), len(rows), failed[0][1])
+        return len(done)
+
+    async def _publish_chain(self, chain: list[_Row]) -> tuple[list[int], list[tuple[_Row, str]], list[int]]:
+        """Publish one aggregate's rows in order; stop at the first failure."""
+        ok: list[int] = []
+        for i, row in enumerate(chain):
+            error = await self._publish(row)
+            if error is not None:
+                return ok, [(row, error)], [r.pk for r in chain[i + 1 :]]
+            ok.append(row.pk)
+        return ok, [], []
+
+    async def _publish(self, row: _Row) -> str | None:
+        exchange = self._exchanges.get(row.exchange)
+        if exchange is None:
+            return f"unknown exchange {row.exchange!r}"
+        headers = dict(row.headers or {})
+        headers["x-metallo-aggregate"] = row.aggregate_id
+        message = aio_pika.Message(
+            body=row.body,
+            content_type=CONTENT_TYPE,
+            type=row.type,
+            message_id=str(row.message_id),
+            correlation_id=row.correlation_id,
+            headers=headers,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        try:
+            confirmation = await exchange.publish(
+                message, routing_key=row.routing_key, mandatory=True, timeout=self.publish_timeout
+            )
+        except PublishError:  # Basic.Return: unroutable, whatever ack follows
+            return f"unroutable: no queue bound for {row.routing_key!r} on {row.exchange!r}"
+        except DeliveryError as exc:  # Basic.Nack
+            return f"not confirmed (nack): {exc}"
+        except asyncio.TimeoutError:
+            await self._disconnect()
+            return f"publish timed out after {self.publish_timeout}s"
+        except Exception as exc:
+            await self._disconnect()
+            return f"publish failed: {type(exc).__name__}: {exc}"
+        if isinstance(confirmation, aio_pika.abc.AbstractIncomingMessage):
+            return f"unroutable: returned for {row.routing_key!r}"
+        return None

@@ -1,0 +1,230 @@
+"""The owner's side of typed commands and queries (DESIGN.md, Messaging).
+
+Commands: one transaction runs the handler, stores the command receipt
+(command_id → input fingerprint and outcome) and queues the reply in the outbox;
+the delivery is acked after commit and the relay sends the reply. The same
+command_id with the same input returns the saved outcome; with a different
+input it is an ``idempotency-conflict`` rejection. A handler raising
+:class:`Rejected` rolls its writes back; the rejection itself is saved and
+replied. Any other exception is retried, then dead-lettered.
+
+Queries run read-only and are replied directly (no outbox: they change nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import aio_pika
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.message import Message
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from metallo.common.v1 import common_pb2
+from metallo.messaging.consumer import QueueConsumer
+from metallo.messaging.envelope import Envelope, encode
+from metallo.messaging.errors import PoisonMessage, Rejected
+from metallo.messaging.outbox import Outbox
+from metallo.messaging.registry import full_name
+from metallo.messaging.schema import command_receipts
+from metallo.messaging.topology import Topology, request_routing_key
+from metallo.persistence.engine import session_factory
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[AsyncSession, Message], Awaitable[Message]]
+
+
+def fingerprint(message: Message) -> str:
+    """sha256 of the command's deterministic serialization: its input identity."""
+    return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
+
+
+def accepted(reply: Message) -> common_pb2.Outcome:
+    """Wrap a typed reply in an accepted Outcome."""
+    packed = AnyMessage()
+    packed.Pack(reply)
+    return common_pb2.Outcome(accepted=packed)
+
+
+def rejected(code: str, message: str = "", details: dict[str, str] | None = None) -> common_pb2.Outcome:
+    """A rejected Outcome with a stable ``code``."""
+    return common_pb2.Outcome(rejected=common_pb2.Rejection(code=code, message=message, details=details or {}))
+
+
+class CommandServer:
+    """Serves one context's command and query queues (see module doc)."""
+
+    def __init__(
+        self,
+        context: str,
+        engine: AsyncEngine,
+        amqp_url: str,
+        topology: Topology,
+        *,
+        prefetch: int = 32,
+    ):
+        self.context = context
+        self.engine = engine
+        self.sessions = session_factory(engine)
+        self.amqp_url = amqp_url
+        self.topology = topology
+        self.outbox = Outbox(topology)
+        self.prefetch = prefetch
+        self._commands: dict[str, Handler] = {}
+        self._queries: dict[str, Handler] = {}
+        self._consumers: list[QueueConsumer] = []
+        self._reply_channel_conn: aio_pika.abc.AbstractRobustConnection | None = None
+        self._reply_channel: aio_pika.abc.AbstractChannel | None = None
+
+    def command(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
+        """Decorator: ``handler(session, command) -> reply`` for ``message_type``."""
+        return self._register(self._commands, message_type, "command")
+
+    def query(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
+        """Decorator: ``handler(session, query) -> reply`` for ``message_type``."""
+        return self._register(self._queries, message_type, "query")
+
+    def _register(self, table: dict[str, Handler], message_type: type[Message], kind: str):
+        owner, key = request_routing_key(message_type)
+        if owner != self.context or f".{kind}." not in key:
+            raise ValueError(f"{full_name(message_type)} is not a {kind} of {self.context}")
+
+        def register(handler: Handler) -> Handler:
+            table[full_name(message_type)] = handler
+            return handler
+
+        return register
+
+    async def start(self) -> None:
+        """Declare the queues and start consuming commands and queries."""
+        self._reply_channel_conn = await aio_pika.connect_robust(self.amqp_url, timeout=10)
+        self._reply_channel = await self._reply_channel_conn.channel()
+        self._consumers = [
+            QueueConsumer(
+                self.amqp_url,
+                self.topology,
+                self.topology.command_queue(self.context),
+                exchange=self.topology.commands_exchange,
+                routing_keys=[f"{self.context}.command.#"],
+                handle=self._handle_command,
+                prefetch=self.prefetch,
+            ),
+            QueueConsumer(
+                self.amqp_url,
+                self.topology,
+                self.topology.query_queue(self.context),
+                exchange=self.topology.commands_exchange,
+                routing_keys=[f"{self.context}.query.#"],
+                handle=self._handle_query,
+                prefetch=self.prefetch,
+            ),
+        ]
+        for consumer in self._consumers:
+            await consumer.start()
+
+    async def stop(self) -> None:
+        for consumer in self._consumers:
+            await consumer.stop()
+        if self._reply_channel_conn is not None:
+            await self._reply_channel_conn.close()
+
+    async def _handle_command(self, envelope: Envelope, _incoming) -> None:
+        name = full_name(envelope.message)
+        handler = self._commands.get(name)
+        if handler is None:
+            raise PoisonMessage(f"{self.context} does not handle command {name}")
+        command_id = envelope.message.metadata.command_id
+        if not command_id:
+            await self._save_and_reply(envelope, None, rejected("invalid-argument", "metadata.command_id is required"))
+            return
+        digest = fingerprint(envelope.message)
+        try:
+            async with self.sessions() as session, session.begin():
+                saved = await self._saved_outcome(session, command_id, digest)
+                if saved is not None:
+                    await self._reply(session, envelope, saved)
+                    return
+                reply = await handler(session, envelope.message)
+                outcome = accepted(reply)
+                await session.execute(
+                    insert(command_receipts).values(
+                        command_id=command_id,
+                        message_type=name,
+                        fingerprint=digest,
+                        outcome=outcome.SerializeToString(deterministic=True),
+                    )
+                )
+                await self._reply(session, envelope, outcome)
+        except Rejected as exc:
+            await self._save_and_reply(envelope, digest, rejected(exc.code, exc.message, exc.details))
+        except IntegrityError as exc:
+            # A concurrent delivery of the same command_id committed first: retry
+            # the delivery, which then finds and replays the saved outcome.
+            raise RuntimeError(f"concurrent command {command_id}: {exc.orig}") from exc
+
+    async def _saved_outcome(self, session: AsyncSession, command_id: str, digest: str) -> common_pb2.Outcome | None:
+        row = (
+            await session.execute(
+                select(command_receipts.c.fingerprint, command_receipts.c.outcome).where(
+                    command_receipts.c.command_id == command_id
+                )
+            )
+        ).first()
+        if row is None:
+            return None
+        if row.fingerprint != digest:
+            return rejected(
+                "idempotency-conflict",
+                f"command_id {command_id} was already used with a different input",
+            )
+        outcome = common_pb2.Outcome()
+        outcome.ParseFromString(row.outcome)
+        return outcome
+
+    async def _save_and_reply(self, envelope: Envelope, digest: str | None, outcome: common_pb2.Outcome) -> None:
+        """Save a rejection for the command_id (when valid) and queue its reply, in one transaction."""
+        command_id = envelope.message.metadata.command_id
+        async with self.sessions() as session, session.begin():
+            if digest is not None:
+                saved = await self._saved_outcome(session, command_id, digest)
+                if saved is not None:
+                    outcome = saved
+                else:
+                    await session.execute(
+                        insert(command_receipts)
+                        .values(
+                            command_id=command_id,
+                            message_type=full_name(envelope.message),
+                            fingerprint=digest,
+                            outcome=outcome.SerializeToString(deterministic=True),
+                        )
+                        .on_conflict_do_nothing()
+                    )
+            await self._reply(session, envelope, outcome)
+
+    async def _reply(self, session: AsyncSession, envelope: Envelope, outcome: common_pb2.Outcome) -> None:
+        if envelope.reply_to:
+            await self.outbox.send_reply(
+                session, outcome, reply_to=envelope.reply_to, correlation_id=envelope.correlation_id
+            )
+
+    async def _handle_query(self, envelope: Envelope, _incoming) -> None:
+        name = full_name(envelope.message)
+        handler = self._queries.get(name)
+        if handler is None:
+            raise PoisonMessage(f"{self.context} does not handle query {name}")
+        try:
+            async with self.sessions() as session, session.begin():
+                outcome = accepted(await handler(session, envelope.message))
+        except Rejected as exc:
+            outcome = rejected(exc.code, exc.message, exc.details)
+        if envelope.reply_to and self._reply_channel is not None:
+            await self._reply_channel.default_exchange.publish(
+                encode(outcome, correlation_id=envelope.correlation_id), routing_key=envelope.reply_to
+            )

@@ -1,0 +1,56 @@
+"""Stable reason codes of Runs and Attempts (docs/runs.md lists them for members).
+
+Codes are part of the contract: never renamed, never reused with another meaning.
+Codes reported by a Site (e.g. ``slurm-error-2014``, ``authorisation-refused``)
+are passed through unchanged as the Attempt's and Run's reason.
+"""
+
+from __future__ import annotations
+
+# Acceptance (LaunchRun / CancelRun rejections).
+PERMISSION_DENIED = "permission-denied"
+INVALID_ARGUMENT = "invalid-argument"
+NOT_FOUND = "not-found"
+LAUNCH_KEY_CONFLICT = "launch-key-conflict"
+
+# Planning rejections (seed 004 §3C): the Run ends failed with one of these.
+WORKLOAD_REVISION_NOT_FOUND = "workload-revision-not-found"
+WORKLOAD_PROJECT_MISMATCH = "workload-project-mismatch"
+WORKLOAD_NOT_ACTIVE = "workload-not-active"
+WORKLOAD_SPEC_INVALID = "workload-spec-invalid"
+PROJECT_NOT_FOUND = "project-not-found"
+NO_SITE_FOR_ENVIRONMENT = "no-site-for-environment"
+NO_READY_SITE = "no-ready-site"
+MEMBER_BINDING_MISSING = "member-binding-missing"
+WALL_TIME_ABOVE_LIMIT = "wall-time-above-limit"
+GPU_CLASS_UNAVAILABLE = "gpu-class-unavailable"
+PLANNING_TIMED_OUT = "planning-timed-out"
+
+# Temporary planning conditions: planning waits and retries at a durable time.
+WAIT_SITE_NOT_READY = "site-not-ready"
+WAIT_CONCURRENT_RUN_LIMIT = "concurrent-run-limit"
+WAIT_WORKLOAD_PORTFOLIO_UNAVAILABLE = "workload-portfolio-unavailable"
+WAIT_GOVERNANCE_UNAVAILABLE = "governance-unavailable"
+
+# Lifecycle endings.
+COMPLETED = "completed"  # the Run's work finished successfully
+CANCELLED_BY_MEMBER = "cancelled-by-member"
+CANCELLED_BEFORE_START = "cancelled-before-start"
+DISPATCH_DEADLINE_PASSED = "dispatch-deadline-passed"
+NATIVE_FAILURE = "native-failure"  # failed without a more precise code from the Site
+RETRIES_EXHAUSTED = "retries-exhausted"  # detail only; the last Attempt's code is the Run's
+
+# Site refusals that no retry can cure: the same material fails the same way
+# (seed 004, Pinned Run inputs: a Site that cannot prepare the pinned commits
+# rejects the Attempt for good).
+PERMANENT_SITE_REFUSALS = frozenset(
+    {
+        "authorisation-refused",
+        "repository-commit-missing",
+        "unsupported-slurm-accelerator-class",
+        "slurm-wall-time-above-limit",
+        DISPATCH_DEADLINE_PASSED,
+        "start-fenced",
+        "invalid-spec",
+    }
+)

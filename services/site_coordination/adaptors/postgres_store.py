@@ -1,0 +1,247 @@
+"""PostgreSQL implementation of :class:`SiteStore`, bound to one ``AsyncSession``
+transaction (seed 004 §4A; DESIGN.md, Persistence: PostgreSQL's clock is the authority).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from site_coordination.adaptors.tables import (
+    command_grants,
+    progress_reports,
+    read_permits,
+    repository_grants,
+    site_commands,
+    site_streams,
+)
+from site_coordination.application.ports import RepositoryGrantRecord
+from site_coordination.domain.authorisation import AttemptState
+from site_coordination.domain.grants import CommandGrant
+from site_coordination.domain.streams import (
+    MATERIAL_KINDS,
+    NewCommand,
+    StoredCommand,
+    StreamKey,
+    result_ends_attempt,
+)
+
+NOTIFY_CHANNEL = "metallo_site_commands"
+
+
+def _command(row: Any) -> StoredCommand:
+    return StoredCommand(
+        command_id=row.command_id,
+        stream=StreamKey(row.site_id, row.environment),
+        sequence=row.sequence,
+        kind=row.kind,
+        run_id=row.run_id,
+        attempt_id=row.attempt_id,
+        attempt_number=row.attempt_number,
+        payload=json.loads(row.payload_json),
+        request_hash=row.request_hash,
+        delivered=row.first_delivered_at is not None,
+        result_json=row.result_json,
+    )
+
+
+def _grant(row: Any) -> CommandGrant:
+    return CommandGrant(
+        grant_id=row.grant_id, stream=StreamKey(row.site_id, row.environment), label=row.label,
+        created_at=row.created_at, expires_at=row.expires_at, revoked_at=row.revoked_at,
+    )
+
+
+class PostgresSiteStore:
+    """Site Coordination's tables inside the caller's transaction (``session``)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def now(self) -> datetime:
+        return (await self.session.execute(select(func.now()))).scalar_one()
+
+    async def get_command(self, command_id: str) -> StoredCommand | None:
+        row = (await self.session.execute(
+            select(site_commands).where(site_commands.c.command_id == command_id)
+        )).first()
+        return _command(row) if row else None
+
+    async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
+        # The upsert takes the stream row's lock until commit, so concurrent appends
+        # to one stream are serialised and numbers stay gapless (a rollback frees it).
+        stmt = insert(site_streams).values(
+            site_id=command.stream.site_id, environment=command.stream.environment,
+            last_sequence=1, acknowledged_sequence=0,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["site_id", "environment"],
+            set_={"last_sequence": site_streams.c.last_sequence + 1},
+        ).returning(site_streams.c.last_sequence)
+        sequence = (await self.session.execute(stmt)).scalar_one()
+        await self.session.execute(site_commands.insert().values(
+            command_id=command.command_id, site_id=command.stream.site_id,
+            environment=command.stream.environment, sequence=sequence, kind=command.kind,
+            run_id=command.run_id, attempt_id=command.attempt_id,
+            attempt_number=command.attempt_number, payload_json=command.payload_json,
+            request_hash=request_hash,
+        ))
+        stored = await self.get_command(command.command_id)
+        assert stored is not None
+        return stored
+
+    def _stream_where(self, stream: StreamKey):
+        return (site_streams.c.site_id == stream.site_id) & (
+            site_streams.c.environment == stream.environment)
+
+    async def lock_stream(self, stream: StreamKey) -> int:
+        value = (await self.session.execute(
+            select(site_streams.c.acknowledged_sequence)
+            .where(self._stream_where(stream)).with_for_update()
+        )).scalar_one_or_none()
+        return int(value or 0)
+
+    async def acknowledged(self, stream: StreamKey) -> int:
+        value = (await self.session.execute(
+            select(site_streams.c.acknowledged_sequence).where(self._stream_where(stream))
+        )).scalar_one_or_none()
+        return int(value or 0)
+
+    async def command_at(self, stream: StreamKey, sequence: int) -> StoredCommand | None:
+        row = (await self.session.execute(
+            select(site_commands).where(
+                (site_commands.c.site_id == stream.site_id)
+                & (site_commands.c.environment == stream.environment)
+                & (site_commands.c.sequence == sequence)
+            )
+        )).first()
+        return _command(row) if row else None
+
+    async def mark_delivered(self, command_id: str) -> None:
+        await self.session.execute(
+            update(site_commands).where(site_commands.c.command_id == command_id).values(
+                first_delivered_at=func.coalesce(site_commands.c.first_delivered_at, func.now()),
+                delivery_count=site_commands.c.delivery_count + 1,
+            )
+        )
+
+    async def save_result(self, command: StoredCommand, result_json: str) -> None:
+        await self.session.execute(
+            update(site_commands).where(
+                (site_commands.c.command_id == command.command_id)
+                & site_commands.c.result_json.is_(None)
+            ).values(result_json=result_json, result_recorded_at=func.now())
+        )
+        # Acknowledgement advances in the same transaction as the result (seed 004 §4A).
+        advanced = await self.session.execute(
+            update(site_streams).where(
+                self._stream_where(command.stream)
+                & (site_streams.c.acknowledged_sequence == command.sequence - 1)
+            ).values(acknowledged_sequence=command.sequence)
+        )
+        if advanced.rowcount != 1:
+            raise RuntimeError("stream acknowledgement moved under a held lock")
+
+    async def add_progress(self, command_id: str, code: str) -> bool:
+        result = await self.session.execute(
+            insert(progress_reports).values(command_id=command_id, code=code)
+            .on_conflict_do_nothing()
+        )
+        return result.rowcount == 1
+
+    async def notify(self, stream: StreamKey) -> None:
+        # Delivered by PostgreSQL only when this transaction commits.
+        await self.session.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": NOTIFY_CHANNEL, "payload": f"{stream.site_id}\x1f{stream.environment}"},
+        )
+
+    async def attempt(self, attempt_id: str) -> tuple[StreamKey, AttemptState] | None:
+        rows = (await self.session.execute(
+            select(site_commands).where(site_commands.c.attempt_id == attempt_id)
+            .order_by(site_commands.c.sequence)
+        )).all()
+        material_row = None
+        completed = False
+        start_delivered = False
+        for row in rows:
+            if row.kind in MATERIAL_KINDS:
+                material_row = row
+            if row.kind == "start" and row.first_delivered_at is not None:
+                start_delivered = True
+            if row.result_json is not None and result_ends_attempt(
+                row.kind, json.loads(row.result_json)
+            ):
+                completed = True
+        if material_row is None:
+            return None
+        stream = StreamKey(material_row.site_id, material_row.environment)
+        return stream, AttemptState(
+            run_id=material_row.run_id, attempt_id=attempt_id,
+            material=json.loads(material_row.payload_json), completed=completed,
+            start_delivered=start_delivered,
+        )
+
+    async def insert_grant(self, grant: CommandGrant, secret_sha256: str) -> None:
+        await self.session.execute(command_grants.insert().values(
+            grant_id=grant.grant_id, site_id=grant.stream.site_id,
+            environment=grant.stream.environment, secret_sha256=secret_sha256,
+            label=grant.label, created_at=grant.created_at, expires_at=grant.expires_at,
+        ))
+
+    async def grant_by_hash(self, secret_sha256: str) -> CommandGrant | None:
+        row = (await self.session.execute(
+            select(command_grants).where(command_grants.c.secret_sha256 == secret_sha256)
+        )).first()
+        return _grant(row) if row else None
+
+    async def revoke_grant(self, grant_id: str) -> bool:
+        result = await self.session.execute(
+            update(command_grants).where(
+                (command_grants.c.grant_id == grant_id) & command_grants.c.revoked_at.is_(None)
+            ).values(revoked_at=func.now())
+        )
+        return result.rowcount == 1
+
+    async def list_grants(self) -> list[CommandGrant]:
+        rows = (await self.session.execute(
+            select(command_grants).order_by(command_grants.c.created_at.desc())
+        )).all()
+        return [_grant(r) for r in rows]
+
+    async def insert_repository_grant(self, record: RepositoryGrantRecord, issued_by: str) -> None:
+        await self.session.execute(repository_grants.insert().values(
+            grant_id=record.grant_id, site_id=record.stream.site_id,
+            environment=record.stream.environment, run_id=record.run_id,
+            attempt_id=record.attempt_id, direction=record.direction,
+            repository_url=record.repository_url, username=record.username,
+            provider_ref=record.provider_ref, issued_by=issued_by, expires_at=record.expires_at,
+        ))
+
+    async def repository_grant(self, grant_id: str) -> RepositoryGrantRecord | None:
+        row = (await self.session.execute(
+            select(repository_grants).where(repository_grants.c.grant_id == grant_id)
+        )).first()
+        if row is None:
+            return None
+        return RepositoryGrantRecord(
+            grant_id=row.grant_id, stream=StreamKey(row.site_id, row.environment),
+            run_id=row.run_id, attempt_id=row.attempt_id, direction=row.direction,
+            repository_url=row.repository_url, username=row.username,
+            provider_ref=row.provider_ref, expires_at=row.expires_at, revoked_at=row.revoked_at,
+        )
+
+    async def revoke_repository_grant(self, grant_id: str) -> None:
+        await self.session.execute(
+            update(repository_grants).where(
+                (repository_grants.c.grant_id == grant_id) & repository_grants.c.revoked_at.is_(None)
+            ).values(revoked_at=func.now())
+        )
+
+    async def insert_read_permit(self, permit: dict[str, Any]) -> None:
+        await self.session.execute(read_permits.insert().values(**permit))

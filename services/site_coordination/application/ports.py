@@ -1,0 +1,113 @@
+"""Ports of Site Coordination (DESIGN.md: application defines, adaptors implement).
+
+Every store and publisher instance is bound to ONE open transaction: a use case's
+writes and the events it publishes commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from site_coordination.domain.authorisation import AttemptState, AuthorityFacts
+from site_coordination.domain.grants import CommandGrant
+from site_coordination.domain.streams import NewCommand, StoredCommand, StreamKey
+
+
+class AuthorityUnavailable(Exception):
+    """The Project authority cannot answer now (e.g. an invalid governance file)."""
+
+
+class IdentityProviderUnavailable(Exception):
+    """The member-token issuer cannot sign now."""
+
+
+@dataclass(frozen=True)
+class RepositoryGrantRecord:
+    """A Run-scoped repository grant as stored (never its token)."""
+
+    grant_id: str
+    stream: StreamKey
+    run_id: str
+    attempt_id: str
+    direction: str
+    repository_url: str
+    username: str
+    provider_ref: str
+    expires_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class IssuedCredential:
+    """A repository credential from Source Control; ``token`` is shown once."""
+
+    username: str
+    token: str
+    provider_ref: str
+
+
+class SiteStore(Protocol):
+    """Site Coordination's private database, inside one transaction."""
+
+    async def now(self) -> datetime: ...
+    async def get_command(self, command_id: str) -> StoredCommand | None: ...
+    async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
+        """Insert with the stream's next sequence (gapless, safe under concurrency)."""
+        ...
+    async def lock_stream(self, stream: StreamKey) -> int:
+        """Lock the stream row for this transaction; return its acknowledged sequence."""
+        ...
+    async def acknowledged(self, stream: StreamKey) -> int: ...
+    async def command_at(self, stream: StreamKey, sequence: int) -> StoredCommand | None: ...
+    async def mark_delivered(self, command_id: str) -> None: ...
+    async def save_result(self, command: StoredCommand, result_json: str) -> None:
+        """Save the result and advance the stream's acknowledgement to its sequence."""
+        ...
+    async def add_progress(self, command_id: str, code: str) -> bool:
+        """Record (command, code) once; True when new."""
+        ...
+    async def notify(self, stream: StreamKey) -> None:
+        """Wake long-polls of ``stream`` once this transaction commits."""
+        ...
+    async def attempt(self, attempt_id: str) -> tuple[StreamKey, AttemptState] | None: ...
+    async def insert_grant(self, grant: CommandGrant, secret_sha256: str) -> None: ...
+    async def grant_by_hash(self, secret_sha256: str) -> CommandGrant | None: ...
+    async def revoke_grant(self, grant_id: str) -> bool: ...
+    async def list_grants(self) -> list[CommandGrant]: ...
+    async def insert_repository_grant(self, record: RepositoryGrantRecord,
+                                      issued_by: str) -> None: ...
+    async def repository_grant(self, grant_id: str) -> RepositoryGrantRecord | None: ...
+    async def revoke_repository_grant(self, grant_id: str) -> None: ...
+    async def insert_read_permit(self, permit: dict[str, Any]) -> None: ...
+
+
+class EventPublisher(Protocol):
+    """Publishes integration events through the outbox of the current transaction."""
+
+    async def publish(self, event: Any, aggregate_id: str) -> None: ...
+
+
+class ProjectAuthority(Protocol):
+    """Current Project authority and member account bindings (Beto/Waldur port)."""
+
+    def facts(self, project_id: str, member_id: str, site_id: str) -> AuthorityFacts:
+        """Raise :class:`AuthorityUnavailable` when the authority cannot answer."""
+        ...
+
+
+class SourceControl(Protocol):
+    """Repository credentials (GitLab port); bound to the current transaction."""
+
+    async def issue(self, repository_url: str, direction: str, grant_id: str,
+                    expires_at: datetime) -> IssuedCredential: ...
+    async def revoke(self, provider_ref: str) -> None: ...
+
+
+class MemberTokenIssuer(Protocol):
+    """Per-action member tokens (Keycloak port)."""
+
+    def issue(self, member_id: str, site_username: str, lifetime_seconds: int) -> tuple[str, datetime]:
+        """Return ``(jwt, expires_at)``; raise :class:`IdentityProviderUnavailable`."""
+        ...

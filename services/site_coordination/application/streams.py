@@ -1,0 +1,162 @@
+"""Ordered commands and recorded results (seed 004 §4A; docs/site-commands.md).
+
+Use cases run inside one transaction given as a :class:`SiteStore` and an
+:class:`EventPublisher` bound to it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
+from site_coordination.application.ports import EventPublisher, SiteStore
+from site_coordination.domain.canonical import canonical_json, sha256_hex
+from site_coordination.domain.deferrals import DeferralCatalogue
+from site_coordination.domain.errors import Conflict, Invalid, NotFound
+from site_coordination.domain.grants import CommandGrant, check_scope
+from site_coordination.domain.streams import (
+    MAX_PAYLOAD_BYTES,
+    NewCommand,
+    StoredCommand,
+    StreamKey,
+    decide_result,
+    validate_new_command,
+)
+
+
+def _aggregate(stream: StreamKey) -> str:
+    # One aggregate per stream keeps the stream's events in order through the relay.
+    return f"site-stream:{stream.site_id}:{stream.environment}"
+
+
+async def append_command(store: SiteStore, events: EventPublisher,
+                         command: sc_pb2.AppendSiteCommand) -> StoredCommand:
+    """Append ``command`` to its stream with the next sequence; publish ``SiteCommandAppended``.
+
+    Idempotent by ``metadata.command_id``: the same input returns the stored
+    command; a different input raises :class:`Conflict` ``idempotency-conflict``.
+    Raises :class:`Invalid` ``invalid-argument`` for bad values (seed 004 §4A).
+    """
+    command_id = command.metadata.command_id
+    if len(command.payload_json.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+        raise Invalid("invalid-argument", f"payload_json exceeds {MAX_PAYLOAD_BYTES} bytes")
+    try:
+        payload = json.loads(command.payload_json or "{}")
+    except ValueError as exc:
+        raise Invalid("invalid-argument", "payload_json is not JSON") from exc
+    validate_new_command(command_id, command.site_id, command.environment, command.kind,
+                         command.run_id, command.attempt_id, command.attempt_number, payload)
+    new = NewCommand(
+        command_id=command_id,
+        stream=StreamKey(command.site_id, command.environment),
+        kind=command.kind,
+        run_id=command.run_id,
+        attempt_id=command.attempt_id,
+        attempt_number=command.attempt_number,
+        payload_json=canonical_json(payload),
+    )
+    request_hash = sha256_hex(canonical_json({
+        "site_id": new.stream.site_id, "environment": new.stream.environment,
+        "kind": new.kind, "run_id": new.run_id, "attempt_id": new.attempt_id,
+        "attempt_number": new.attempt_number, "payload": payload,
+    }))
+    existing = await store.get_command(command_id)
+    if existing is not None:
+        if existing.request_hash != request_hash:
+            raise Conflict("idempotency-conflict",
+                           f"command {command_id} was appended with a different input")
+        return existing
+    stored = await store.append_command(new, request_hash)
+    await store.notify(stored.stream)
+    await events.publish(
+        sc_pb2.SiteCommandAppended(
+            command_id=stored.command_id, site_id=stored.stream.site_id,
+            environment=stored.stream.environment, sequence=stored.sequence,
+            kind=stored.kind, run_id=stored.run_id, attempt_id=stored.attempt_id,
+        ),
+        aggregate_id=_aggregate(stored.stream),
+    )
+    return stored
+
+
+async def pull_next(store: SiteStore, stream: StreamKey) -> StoredCommand | None:
+    """Hand out the command after the last recorded result (the same one again until
+    its result is recorded) and mark it delivered; None when the stream has none.
+    """
+    acknowledged = await store.acknowledged(stream)
+    command = await store.command_at(stream, acknowledged + 1)
+    if command is not None:
+        await store.mark_delivered(command.command_id)
+    return command
+
+
+async def _command_in_stream(store: SiteStore, grant: CommandGrant, sequence: int,
+                             command_id: str) -> StoredCommand:
+    command = await store.get_command(command_id)
+    if command is None:
+        raise NotFound("command-not-found", "no command has this command_id")
+    check_scope(grant, command.stream)
+    if command.sequence != sequence:
+        raise Invalid("sequence-mismatch",
+                      f"command {command_id} has sequence {command.sequence}, not {sequence}")
+    return command
+
+
+async def record_result(store: SiteStore, events: EventPublisher, grant: CommandGrant,
+                        sequence: int, result: dict[str, Any]) -> bool:
+    """Record the result of command ``sequence`` of the grant's stream exactly once.
+
+    Returns True when recorded now, False when the identical result was already
+    recorded. Raises :class:`NotFound` ``command-not-found``, :class:`Forbidden`
+    (another stream), :class:`Invalid` ``sequence-mismatch``, :class:`Conflict`
+    ``result-conflict`` / ``command-not-delivered`` (seed 004 §4A).
+    """
+    command = await _command_in_stream(store, grant, sequence, str(result["command_id"]))
+    # The stream lock serialises concurrent reports so only one result can win.
+    acknowledged = await store.lock_stream(command.stream)
+    command = await store.get_command(command.command_id)
+    assert command is not None
+    result_json = canonical_json(result)
+    if not decide_result(command, acknowledged, result_json):
+        return False
+    await store.save_result(command, result_json)
+    await store.notify(command.stream)
+    await events.publish(
+        sc_pb2.SiteCommandResultRecorded(
+            command_id=command.command_id, site_id=command.stream.site_id,
+            environment=command.stream.environment, sequence=command.sequence,
+            kind=command.kind, run_id=command.run_id, attempt_id=command.attempt_id,
+            result_json=result_json,
+        ),
+        aggregate_id=_aggregate(command.stream),
+    )
+    return True
+
+
+async def report_progress(store: SiteStore, events: EventPublisher, grant: CommandGrant,
+                          catalogue: DeferralCatalogue, sequence: int, command_id: str,
+                          code: str) -> bool:
+    """Record a catalogued deferral of a pending command once per command and code
+    (seed 001); publish ``SiteProgressReported`` the first time. Returns True when new.
+
+    Raises :class:`Invalid` ``unknown-deferral-code``, :class:`Conflict`
+    ``command-not-delivered`` / ``command-already-resulted``.
+    """
+    catalogue.check(code)
+    command = await _command_in_stream(store, grant, sequence, command_id)
+    if command.result_json is not None:
+        raise Conflict("command-already-resulted", "the command already has a recorded result")
+    if not command.delivered:
+        raise Conflict("command-not-delivered", "the command has not been delivered yet")
+    if not await store.add_progress(command_id, code):
+        return False
+    await events.publish(
+        sc_pb2.SiteProgressReported(
+            command_id=command.command_id, site_id=command.stream.site_id,
+            sequence=command.sequence, code=code, run_id=command.run_id,
+            attempt_id=command.attempt_id,
+        ),
+        aggregate_id=_aggregate(command.stream),
+    )
+    return True

@@ -1,0 +1,80 @@
+"""Ports of the Site Runtime (DESIGN.md, Site Runtime; seed 004 §4C; seed 001).
+
+The worker pulls :class:`SiteCommand` values from the Site edge, journals them,
+hands them to an executor and records the :class:`CommandResult` it returns.
+JSON shapes: ``docs/site-commands.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SiteCommand:
+    """One numbered command of a Site stream, exactly as pulled from the edge."""
+
+    sequence: int
+    command_id: str
+    kind: str  # prepare | start | observe | cancel | apply | terminate | read-log
+    site_id: str
+    environment: str  # "slurm" | "k8s"
+    run_id: str
+    attempt_id: str
+    attempt_number: int
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CommandResult:
+    """The exact result of one command, saved before it is reported.
+
+    ``outcome`` is ``succeeded`` or ``refused`` (a definite refusal with ``code``).
+    ``observation`` follows docs/site-commands.md (phase, native_state, exit_code,
+    signal, failure, output_commit, endpoint, observed_at).
+    """
+
+    command_id: str
+    outcome: str
+    code: str | None = None
+    message: str | None = None
+    native_jobs: list[dict[str, Any]] = field(default_factory=list)
+    observation: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as the JSON object recorded at the edge."""
+        return asdict(self)
+
+
+class Deferred(Exception):
+    """The command cannot progress yet; report ``code`` (catalogued) and keep it pending.
+
+    Raised by executors, e.g. ``Deferred("slurm-submission-limited")``.
+    """
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+
+
+class QueuedBatchExecutor(Protocol):
+    """Executor of the ``queued-batch`` family (seed 004, Workload families).
+
+    Every method is idempotent for the same command and must never create a second
+    native effect for the same Attempt stage (seed 000, Recovery).
+    """
+
+    async def prepare(self, command: SiteCommand) -> CommandResult: ...
+
+    async def start(self, command: SiteCommand) -> CommandResult: ...
+
+    async def observe(self, command: SiteCommand) -> CommandResult: ...
+
+    async def cancel(self, command: SiteCommand) -> CommandResult: ...
+
+    async def recover(self, command: SiteCommand) -> CommandResult:
+        """Finish a command journaled as in flight before a restart, without duplicating it."""
+        ...
+
+    async def read_log(self, command: SiteCommand) -> CommandResult: ...

@@ -1,0 +1,218 @@
+"""Outbox → relay → broker → inbox on real PostgreSQL and RabbitMQ (issue 2, item 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import aio_pika
+import pytest
+from sqlalchemy import text
+
+from metallo.messaging import Outbox, OutboxRelay
+from metallo.persistence.engine import session_factory
+from metallo.testkit.v1 import testkit_pb2 as tk
+from tests.integration.ledger.proxy import TcpProxy
+from tests.integration.ledger.service import count_effects, effect_recorder, effect_rows
+
+pytestmark = pytest.mark.integration
+
+
+async def write_events(engine, topology, account: str, sequences, *, rollback: bool = False) -> None:
+    outbox = Outbox(topology)
+    async with session_factory(engine)() as session:
+        async with session.begin():
+            for seq in sequences:
+                await outbox.publish_event(
+                    session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
+                )
+            if rollback:
+                await session.rollback()
+
+
+async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        await asyncio.sleep(interval)
+
+
+async def dispatch_states(engine) -> dict[str, int]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(text("SELECT state, count(*) FROM outbox_dispatch GROUP BY state"))
+        return {state: n for state, n in rows}
+
+
+async def test_only_committed_messages_are_published_in_aggregate_order(ledger_engine, amqp_url, topology):
+    consumer = effect_recorder("audit", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
+    await relay.start()
+    try:
+        await write_events(ledger_engine, topology, "rolled-back", [1, 2], rollback=True)
+        # Interleave two aggregates across many transactions.
+        for i in range(1, 21):
+            await write_events(ledger_engine, topology, "a", [i])
+            await write_events(ledger_engine, topology, "b", [i])
+        await wait_for(lambda: count_effects_is(ledger_engine, 40))
+        rows = await effect_rows(ledger_engine, "audit")
+        assert [s for acc, s in rows if acc == "a"] == list(range(1, 21))
+        assert [s for acc, s in rows if acc == "b"] == list(range(1, 21))
+        assert not [r for r in rows if r[0] == "rolled-back"]
+        assert await dispatch_states(ledger_engine) == {"done": 40}
+    finally:
+        await relay.stop()
+        await consumer.stop()
+
+
+async def count_effects_is(engine, n: int) -> bool:
+    return await count_effects(engine) == n
+
+
+async def test_late_commit_is_never_skipped(ledger_engine, amqp_url, topology):
+    """A transaction that took its row id early but commits after later rows is still published."""
+    consumer = effect_recorder("late", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t", poll_seconds=0.1)
+    await relay.start()
+    outbox = Outbox(topology)
+    try:
+        async with session_factory(ledger_engine)() as slow:
+            await slow.begin()
+            await outbox.publish_event(slow, tk.Deposited(account="slow", amount=1, sequence=1), aggregate_id="slow")
+            await write_events(ledger_engine, topology, "fast", [1, 2, 3])
+            await wait_for(lambda: count_effects_is(ledger_engine, 3))
+            await slow.commit()
+        await wait_for(lambda: count_effects_is(ledger_engine, 4))
+        assert ("slow", 1) in await effect_rows(ledger_engine, "late")
+    finally:
+        await relay.stop()
+        await consumer.stop()
+
+
+async def test_unroutable_event_is_a_failure_and_stays_pending(ledger_engine, amqp_url, topology):
+    """No queue bound: the Return makes it a failure even though the broker acks."""
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
+    await write_events(ledger_engine, topology, "nobody-listens", [1])
+    published = await relay.run_once()
+    await relay.stop()
+    assert published == 0
+    async with ledger_engine.connect() as conn:
+        row = (await conn.execute(text("SELECT state, attempts, last_error, next_attempt_at > now() FROM outbox_dispatch"))).one()
+    assert row[0] == "pending" and row[1] == 1
+    assert "unroutable" in row[2]
+    assert row[3] is True  # backed off
+
+
+async def test_broker_outage_messages_wait_then_all_go_out(ledger_engine, amqp_url, topology):
+    consumer = effect_recorder("outage", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    proxy = TcpProxy("127.0.0.1", 5672)
+    await proxy.start()
+    relay = OutboxRelay(
+        ledger_engine, f"amqp://guest:guest@127.0.0.1:{proxy.port}/", topology, owner="t",
+        poll_seconds=0.1, publish_timeout=2.0,
+    )
+    await relay.start()
+    try:
+        await write_events(ledger_engine, topology, "x", [1, 2])
+        await wait_for(lambda: count_effects_is(ledger_engine, 2))
+        await proxy.cut()
+        await write_events(ledger_engine, topology, "x", range(3, 13))
+        await asyncio.sleep(1.5)
+        states = await dispatch_states(ledger_engine)
+        assert states.get("pending") == 10, states  # nothing lost, nothing hung
+        await proxy.restore()
+        await wait_for(lambda: count_effects_is(ledger_engine, 12), timeout=40)
+        assert [s for _a, s in await effect_rows(ledger_engine, "outage")] == list(range(1, 13))
+    finally:
+        await relay.stop()
+        await consumer.stop()
+        await proxy.cut()
+
+
+async def test_consumer_killed_after_effect_before_ack_has_one_effect(ledger_engine, amqp_url, topology, monkeypatch):
+    first = effect_recorder("crashy", ledger_engine, amqp_url, topology)
+    await first.start()
+    crashed = asyncio.Event()
+    real_ack = aio_pika.IncomingMessage.ack
+
+    async def crash_instead_of_ack(self, *a, **kw):
+        # The effect has committed; the process "dies" before acking.
+        if not crashed.is_set():
+            crashed.set()
+            await first._consumer._connection.close()
+            return None
+        return await real_ack(self, *a, **kw)
+
+    monkeypatch.setattr(aio_pika.IncomingMessage, "ack", crash_instead_of_ack)
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t", poll_seconds=0.1)
+    await relay.start()
+    try:
+        await write_events(ledger_engine, topology, "k", [1])
+        await asyncio.wait_for(crashed.wait(), 20)
+        assert await count_effects(ledger_engine) == 1
+        second = effect_recorder("crashy", ledger_engine, amqp_url, topology)
+        await second.start()
+        # The redelivery reaches the second consumer and is absorbed by the inbox.
+        await wait_for(lambda: queue_empty(amqp_url, topology.event_queue("crashy")))
+        assert await effect_rows(ledger_engine, "crashy") == [("k", 1)]
+        await second.stop()
+    finally:
+        await relay.stop()
+
+
+async def queue_empty(amqp_url: str, name: str) -> bool:
+    conn = await aio_pika.connect(amqp_url)
+    async with conn:
+        ch = await conn.channel()
+        q = await ch.declare_queue(name, durable=True, passive=True)
+        return q.declaration_result.message_count == 0 and q.declaration_result.consumer_count >= 1
+
+
+async def test_two_relays_lose_nothing_and_inbox_absorbs_duplicates(ledger_engine, amqp_url, topology):
+    consumer = effect_recorder("pair", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    relays = [
+        OutboxRelay(ledger_engine, amqp_url, topology, owner=f"r{i}", batch=7, poll_seconds=0.05) for i in range(2)
+    ]
+    for account in ("p", "q", "r"):
+        await write_events(ledger_engine, topology, account, range(1, 31))
+    for relay in relays:
+        await relay.start()
+    try:
+        await wait_for(lambda: count_effects_is(ledger_engine, 90), timeout=40)
+        rows = await effect_rows(ledger_engine, "pair")
+        for account in ("p", "q", "r"):
+            assert [s for a, s in rows if a == account] == list(range(1, 31))
+        assert await dispatch_states(ledger_engine) == {"done": 90}
+    finally:
+        for relay in relays:
+            await relay.stop()
+        await consumer.stop()
+
+
+async def test_same_message_id_with_other_bytes_is_dead_lettered(ledger_engine, amqp_url, topology):
+    consumer = effect_recorder("strict", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    try:
+        conn = await aio_pika.connect(amqp_url)
+        async with conn:
+            ch = await conn.channel()
+            ex = await ch.get_exchange(topology.events_exchange)
+            from metallo.messaging.envelope import encode
+
+            mid = str(uuid.uuid4())
+            await ex.publish(encode(tk.Deposited(account="m", amount=1, sequence=1), message_id=mid), "testkit.Deposited.v1")
+            await wait_for(lambda: count_effects_is(ledger_engine, 1))
+            await ex.publish(encode(tk.Deposited(account="m", amount=9, sequence=2), message_id=mid), "testkit.Deposited.v1")
+            dlq = await ch.declare_queue(topology.event_queue("strict") + ".dlq", durable=True, passive=True)
+            got = await wait_for(lambda: dlq.get(fail=False, no_ack=True), timeout=10)
+            assert "other bytes" in got.headers["x-metallo-dead-reason"]
+        assert await count_effects(ledger_engine) == 1
+    finally:
+        await consumer.stop()
