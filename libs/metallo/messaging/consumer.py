@@ -12,13 +12,15 @@ Every consumed queue ``Q`` has two companions:
 A delivery is acked only after its effect committed (or after it was parked),
 so a crash redelivers it and the inbox absorbs the repeat. Deliveries of one
 aggregate (header ``x-metallo-aggregate``) are handled one after another in
-arrival order; different aggregates run concurrently up to ``prefetch``.
+arrival order; different aggregates run concurrently in lanes, and a lane may
+apply several waiting deliveries in one transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from collections.abc import Awaitable, Callable
 
 import aio_pika
@@ -32,13 +34,21 @@ from metallo.messaging.topology import Topology
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Envelope, AbstractIncomingMessage], Awaitable[None]]
+BatchHandler = Callable[[list[Envelope]], Awaitable[None]]
 
 
 class QueueConsumer:
     """Consumes one durable queue bound to ``exchange`` with ``routing_keys``.
 
-    ``handle(envelope, incoming)`` does the work; raising :class:`PoisonMessage`
-    parks the delivery, any other exception schedules a retry.
+    Deliveries are spread over ``lanes`` by aggregate (one aggregate always maps
+    to one lane, so its deliveries are handled in arrival order). A lane takes up
+    to ``max_batch`` waiting deliveries at a time:
+
+    - ``handle(envelope, incoming)`` does one delivery's work; raising
+      :class:`PoisonMessage` parks it, any other exception schedules a retry;
+    - ``handle_batch(envelopes)``, when given, applies several at once (one
+      transaction); if it raises, each delivery of the batch is handled alone.
+      A lane waits up to ``linger_seconds`` for a batch to fill.
     """
 
     def __init__(
@@ -50,7 +60,11 @@ class QueueConsumer:
         exchange: str,
         routing_keys: list[str],
         handle: Handler,
+        handle_batch: BatchHandler | None = None,
         prefetch: int = 64,
+        lanes: int = 4,
+        max_batch: int = 50,
+        linger_seconds: float = 0.01,
         max_retries: int = 5,
         retry_base_seconds: float = 0.5,
     ):
@@ -60,13 +74,16 @@ class QueueConsumer:
         self.exchange_name = exchange
         self.routing_keys = routing_keys
         self.handle = handle
+        self.handle_batch = handle_batch
         self.prefetch = prefetch
+        self.max_batch = max_batch if handle_batch else 1
+        self.linger_seconds = linger_seconds
         self.max_retries = max_retries
         self.retry_base_seconds = retry_base_seconds
         self._connection: aio_pika.abc.AbstractRobustConnection | None = None
         self._channel: aio_pika.abc.AbstractChannel | None = None
-        self._tails: dict[str, asyncio.Future] = {}
-        self._inflight: set[asyncio.Task] = set()
+        self._lanes: list[asyncio.Queue] = [asyncio.Queue() for _ in range(lanes)]
+        self._workers: list[asyncio.Task] = []
 
     async def start(self) -> None:
         """Connect (robustly), declare the topology and start consuming."""
@@ -76,40 +93,74 @@ class QueueConsumer:
         await declare_consumer_queue(
             self._channel, self.topology, self.queue_name, self.exchange_name, self.routing_keys
         )
+        self._workers = [asyncio.create_task(self._lane(q)) for q in self._lanes]
         queue = await self._channel.get_queue(self.queue_name, ensure=False)
         await queue.consume(self._on_message)
 
     async def stop(self) -> None:
-        """Stop consuming and close; in-flight deliveries not acked are redelivered later."""
+        """Stop consuming and close; deliveries not acked are redelivered later."""
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._workers = []
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
-        for task in list(self._inflight):
-            task.cancel()
 
     async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
-        key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or id(incoming))
-        previous = self._tails.get(key)
-        done: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._tails[key] = done
+        key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
+        lane = zlib.crc32(key.encode()) % len(self._lanes)
+        await self._lanes[lane].put(incoming)
 
-        async def run() -> None:
+    async def _lane(self, queue: asyncio.Queue) -> None:
+        while True:
+            batch = [await queue.get()]
+            if self.max_batch > 1:
+                # Linger briefly so a trickle of deliveries shares one transaction.
+                deadline = asyncio.get_running_loop().time() + self.linger_seconds
+                while len(batch) < self.max_batch:
+                    remaining = deadline - asyncio.get_running_loop().time()
+                    if queue.empty() and remaining <= 0:
+                        break
+                    try:
+                        batch.append(queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), remaining))
+                    except asyncio.TimeoutError:
+                        break
             try:
-                if previous is not None:
-                    await previous
-                await self._process(incoming)
-            finally:
-                done.set_result(None)
-                if self._tails.get(key) is done:
-                    del self._tails[key]
+                await self._process_batch(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let one batch kill the lane
+                log.exception("%s: unexpected failure handling a batch", self.queue_name)
 
-        task = asyncio.create_task(run())
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+    async def _process_batch(self, batch: list[AbstractIncomingMessage]) -> None:
+        decoded: list[tuple[Envelope, AbstractIncomingMessage]] = []
+        for incoming in batch:
+            try:
+                decoded.append((decode(incoming), incoming))
+            except PoisonMessage as exc:
+                log.error("dead-lettering %s from %s: %s", incoming.message_id, self.queue_name, exc.reason)
+                await self._park(incoming, exc.reason)
+        if len(decoded) > 1 and self.handle_batch is not None:
+            try:
+                await self.handle_batch([env for env, _ in decoded])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("%s: batch of %d fell back to one by one (%s)", self.queue_name, len(decoded), exc)
+            else:
+                for _env, incoming in decoded:
+                    await incoming.ack()
+                return
+        for envelope, incoming in decoded:
+            await self._process(envelope, incoming)
 
-    async def _process(self, incoming: AbstractIncomingMessage) -> None:
+    async def _process(self, envelope: Envelope, incoming: AbstractIncomingMessage) -> None:
         try:
-            envelope = decode(incoming)
             await self.handle(envelope, incoming)
         except PoisonMessage as exc:
             log.error("dead-lettering %s from %s: %s", incoming.message_id, self.queue_name, exc.reason)

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from metallo.messaging.consumer import QueueConsumer
 from metallo.messaging.envelope import Envelope
 from metallo.messaging.errors import PoisonMessage
-from metallo.messaging.inbox import record_receipt
+from metallo.messaging.inbox import record_receipt, record_receipts
 from metallo.messaging.registry import full_name
 from metallo.messaging.topology import Topology, event_routing_key
 from metallo.persistence.engine import session_factory
@@ -59,6 +59,7 @@ class EventConsumer:
             exchange=self.topology.events_exchange,
             routing_keys=self._routing_keys,
             handle=self._handle,
+            handle_batch=self._handle_batch,
             prefetch=self.prefetch,
         )
         await self._consumer.start()
@@ -66,6 +67,18 @@ class EventConsumer:
     async def stop(self) -> None:
         if self._consumer is not None:
             await self._consumer.stop()
+
+    async def _handle_batch(self, envelopes: list[Envelope]) -> None:
+        """Apply several events in one transaction; any surprise → caller retries one by one."""
+        handlers = [self._handlers.get(full_name(e.message)) for e in envelopes]
+        if None in handlers:
+            raise LookupError("batch holds an event without handler")
+        async with self.sessions() as session, session.begin():
+            new = await record_receipts(session, self.name, [(e.message_id, e.body) for e in envelopes])
+            if len(new) != len(envelopes):
+                raise LookupError("batch holds redeliveries")  # rolled back; handled one by one
+            for envelope, handler in zip(envelopes, handlers):
+                await handler(session, envelope.message)
 
     async def _handle(self, envelope: Envelope, _incoming) -> None:
         handler = self._handlers.get(full_name(envelope.message))

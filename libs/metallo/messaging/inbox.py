@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -44,3 +44,29 @@ async def record_receipt(session: AsyncSession, consumer: str, message_id: str, 
             f"message_id {message_id} seen before with other bytes (sha256 {saved[:12]}… ≠ {digest[:12]}…)"
         )
     return False
+
+
+_RECORD_MANY = text(
+    """
+INSERT INTO inbox_receipts (consumer, message_id, body_sha256)
+SELECT :consumer, m.id, m.sha FROM unnest(CAST(:ids AS text[]), CAST(:shas AS text[])) AS m(id, sha)
+ON CONFLICT DO NOTHING
+RETURNING message_id
+"""
+)
+
+
+async def record_receipts(session: AsyncSession, consumer: str, deliveries: list[tuple[str, bytes]]) -> set[str]:
+    """Record receipts for many (message_id, body) at once; return the ids that were new.
+
+    One statement whatever the count, so its compiled form is cached.
+    """
+    result = await session.execute(
+        _RECORD_MANY,
+        {
+            "consumer": consumer,
+            "ids": [mid for mid, _ in deliveries],
+            "shas": [hashlib.sha256(body).hexdigest() for _, body in deliveries],
+        },
+    )
+    return {r[0] for r in result}

@@ -11,16 +11,49 @@ commit order; the relay publishes an aggregate's rows in id order.
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from metallo.messaging.schema import outbox_dispatch, outbox_messages
 from metallo.messaging.topology import Topology, contract_version, event_routing_key, request_routing_key
 
 NOTIFY_CHANNEL = "metallo_outbox"
+
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:aggregate, 0))")
+_NOTIFY = text("SELECT pg_notify(:c, '')")
+_INSERT = text(
+    """
+WITH m AS (
+    INSERT INTO outbox_messages
+        (message_id, aggregate_id, kind, exchange, routing_key, type, body, correlation_id, headers)
+    VALUES (:message_id, :aggregate_id, :kind, :exchange, :routing_key, :type, :body,
+            :correlation_id, CAST(:headers AS jsonb))
+    RETURNING id, aggregate_id
+)
+INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
+"""
+)
+
+
+@dataclass
+class _TxState:
+    transaction: object
+    locked: set[str] = field(default_factory=set)
+    notified: bool = False
+
+
+def _transaction_state(session: AsyncSession) -> _TxState:
+    """Per-transaction memo: aggregates already locked, NOTIFY already queued."""
+    txn = session.sync_session.get_transaction()
+    state = session.info.get("metallo_outbox")
+    if state is None or state.transaction is not txn:
+        state = _TxState(transaction=txn)
+        session.info["metallo_outbox"] = state
+    return state
 
 
 class Outbox:
@@ -82,26 +115,26 @@ class Outbox:
         correlation_id: str | None = None,
     ) -> uuid.UUID:
         message_id = uuid.uuid4()
+        state = _transaction_state(session)
+        if aggregate_id not in state.locked:
+            # Serialise writers of one aggregate until commit, so ids follow commit order.
+            await session.execute(_LOCK, {"aggregate": aggregate_id})
+            state.locked.add(aggregate_id)
         await session.execute(
-            select(func.pg_advisory_xact_lock(func.hashtextextended(aggregate_id, 0)))
+            _INSERT,
+            {
+                "message_id": message_id,
+                "aggregate_id": aggregate_id,
+                "kind": kind,
+                "exchange": exchange,
+                "routing_key": routing_key,
+                "type": message.DESCRIPTOR.full_name,
+                "body": message.SerializeToString(deterministic=True),
+                "correlation_id": correlation_id,
+                "headers": json.dumps({"contract-version": contract_version(message)}),
+            },
         )
-        pk = (
-            await session.execute(
-                insert(outbox_messages)
-                .values(
-                    message_id=message_id,
-                    aggregate_id=aggregate_id,
-                    kind=kind,
-                    exchange=exchange,
-                    routing_key=routing_key,
-                    type=message.DESCRIPTOR.full_name,
-                    body=message.SerializeToString(deterministic=True),
-                    correlation_id=correlation_id,
-                    headers={"contract-version": contract_version(message)},
-                )
-                .returning(outbox_messages.c.id)
-            )
-        ).scalar_one()
-        await session.execute(insert(outbox_dispatch).values(message_pk=pk, aggregate_id=aggregate_id))
-        await session.execute(text("SELECT pg_notify(:c, '')"), {"c": NOTIFY_CHANNEL})
+        if not state.notified:
+            await session.execute(_NOTIFY, {"c": NOTIFY_CHANNEL})  # delivered at commit
+            state.notified = True
         return message_id

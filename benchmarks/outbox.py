@@ -1,0 +1,185 @@
+"""Benchmark: outbox → relay → broker → inbox consumer vs raw aio-pika (issue 2, item 8).
+
+Both paths move the same number of persistent messages through the same local
+RabbitMQ in the same run, each with its consumer in a child process (as in
+production, where the publishing service and the consuming one are different
+processes):
+
+- outbox: events written in transactions (``--per-tx`` per transaction) to a
+  fresh PostgreSQL database, published by :class:`OutboxRelay` (mandatory,
+  confirms), consumed by an :class:`EventConsumer` that records an inbox receipt
+  and one effect row per message in its own transaction;
+- raw: aio-pika publish with publisher confirms (``--window`` in flight) to a
+  durable queue, consumed and acked.
+
+Prints one JSON line: {"outbox_msgs_per_s", "raw_msgs_per_s", "ratio", ...}.
+Usage: .venv/bin/python -m benchmarks.outbox [--messages 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import time
+import uuid
+
+import aio_pika
+
+from metallo.messaging import Outbox, OutboxRelay, Topology
+from metallo.persistence.engine import create_engine, database_url, drop_database, session_factory
+from metallo.persistence.migrations import migrate
+from metallo.testkit.v1 import testkit_pb2 as tk
+from tests.integration.ledger.service import MIGRATIONS, count_effects, effect_recorder
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
+
+def _raw_consumer(name: str, n: int, ready, finished) -> None:
+    """Child process: consume and ack ``n`` messages from queue ``name``."""
+
+    async def consume() -> None:
+        conn = await aio_pika.connect(AMQP_URL)
+        async with conn:
+            ch = await conn.channel()
+            await ch.set_qos(prefetch_count=256)
+            queue = await ch.declare_queue(name, durable=True)
+            received = 0
+            done = asyncio.Event()
+
+            async def on_message(msg: aio_pika.abc.AbstractIncomingMessage) -> None:
+                nonlocal received
+                await msg.ack()
+                received += 1
+                if received == n:
+                    done.set()
+
+            await queue.consume(on_message)
+            ready.set()
+            await asyncio.wait_for(done.wait(), 600)
+            finished.value = time.perf_counter()
+
+    asyncio.run(consume())
+
+
+async def raw_run(n: int, window: int) -> float:
+    """Messages/s for raw confirmed publish → consume+ack (child process) of ``n`` messages."""
+    name = f"bench.raw.{uuid.uuid4().hex[:8]}"
+    ctx = multiprocessing.get_context("spawn")
+    ready, finished = ctx.Event(), ctx.Value("d", 0.0)
+    child = ctx.Process(target=_raw_consumer, args=(name, n, ready, finished))
+    child.start()
+    await asyncio.to_thread(ready.wait, 60)
+    conn = await aio_pika.connect(AMQP_URL)
+    async with conn:
+        pub = await conn.channel(publisher_confirms=True)
+        body = tk.Deposited(account="raw", amount=1, sequence=1).SerializeToString()
+        sem = asyncio.Semaphore(window)
+        start = time.perf_counter()
+
+        async def publish_one() -> None:
+            async with sem:
+                await pub.default_exchange.publish(
+                    aio_pika.Message(body, message_id=str(uuid.uuid4()), delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    routing_key=name,
+                )
+
+        await asyncio.gather(*(publish_one() for _ in range(n)))
+        await asyncio.to_thread(child.join, 600)
+        elapsed = finished.value - start
+        await pub.queue_delete(name)
+    return n / elapsed
+
+
+def _outbox_consumer(url: str, prefix: str, n: int, ready, finished) -> None:
+    """Child process: an EventConsumer with inbox applying ``n`` events."""
+
+    async def consume() -> None:
+        engine = create_engine(url, pool_size=10)
+        consumer = effect_recorder("bench", engine, AMQP_URL, Topology(prefix=prefix), prefetch=256)
+        await consumer.start()
+        ready.set()
+        while await count_effects(engine) < n:
+            await asyncio.sleep(0.01)
+        finished.value = time.perf_counter()
+        await consumer.stop()
+        await engine.dispose()
+
+    asyncio.run(consume())
+
+
+async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
+    """Messages/s from the first outbox write until the consumer (child) applied all ``n``."""
+    url = database_url("ledger", f"bench_ledger_{uuid.uuid4().hex[:8]}")
+    await migrate(url, MIGRATIONS)
+    engine = create_engine(url, pool_size=20)
+    topology = Topology(prefix=f"bench{uuid.uuid4().hex[:6]}.")
+    ctx = multiprocessing.get_context("spawn")
+    ready, finished = ctx.Event(), ctx.Value("d", 0.0)
+    child = ctx.Process(target=_outbox_consumer, args=(url, topology.prefix, n, ready, finished))
+    child.start()
+    relay = OutboxRelay(engine, AMQP_URL, topology, owner="bench", batch=500, poll_seconds=0.05)
+    outbox = Outbox(topology)
+    sessions = session_factory(engine)
+    try:
+        await asyncio.to_thread(ready.wait, 60)
+        await relay.start()
+
+        async def write(batch_no: int) -> None:
+            async with sessions() as session, session.begin():
+                for j in range(per_tx):
+                    seq = batch_no * per_tx + j
+                    account = f"acc{seq % aggregates}"
+                    await outbox.publish_event(
+                        session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
+                    )
+
+        sem = asyncio.Semaphore(8)
+
+        async def bounded(i: int) -> None:
+            async with sem:
+                await write(i)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(bounded(i) for i in range(n // per_tx)))
+        await asyncio.to_thread(child.join, 600)
+        elapsed = finished.value - start
+    finally:
+        await relay.stop()
+        await engine.dispose()
+        await drop_database(url)
+        conn = await aio_pika.connect(AMQP_URL)
+        async with conn:
+            ch = await conn.channel()
+            for suffix in ("", ".retry", ".dlq"):
+                await ch.queue_delete(topology.event_queue("bench") + suffix)
+            await ch.exchange_delete(topology.events_exchange)
+    return n / elapsed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--per-tx", type=int, default=10)
+    parser.add_argument("--aggregates", type=int, default=500)
+    parser.add_argument("--window", type=int, default=256)
+    args = parser.parse_args()
+    raw = await raw_run(args.messages, args.window)
+    out = await outbox_run(args.messages, args.per_tx, args.aggregates)
+    print(
+        json.dumps(
+            {
+                "outbox_msgs_per_s": round(out, 1),
+                "raw_msgs_per_s": round(raw, 1),
+                "ratio": round(out / raw, 3),
+                "messages": args.messages,
+                "per_tx": args.per_tx,
+                "aggregates": args.aggregates,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
