@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from metallo.governance import GovernanceError, GovernanceFile, parse_governance
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,3 +155,14 @@ def test_missing_file_is_refused(tmp_path):
     with pytest.raises(GovernanceError) as exc:
         GovernanceFile(tmp_path / "nope.yaml").current()
     assert "cannot read governance file" in str(exc.value)
+
+
+def test_schema_is_valid_json_schema_and_accepts_the_sample():
+    import json
+
+    import jsonschema
+    from ruamel.yaml import YAML
+
+    schema = json.loads((ROOT / "contracts" / "governance.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(YAML(typ="safe").load(SAMPLE.read_text()))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from metallo.governance.faithful_yaml import DocumentError, Limits, load
 
 SCHEMA = {
@@ -43,6 +42,13 @@ def test_yes_is_not_a_boolean_and_text_is_not_a_number():
         load("flag: yes\ncount: '7'\n", source="t.yaml", schema=SCHEMA)
     fields = {p.field: p.line for p in exc.value.problems}
     assert fields == {"flag": 1, "count": 2}
+
+
+def test_a_float_is_not_an_integer_even_when_whole():
+    with pytest.raises(DocumentError) as exc:
+        load("count: 4.0\n", source="t.yaml", schema=SCHEMA)
+    assert exc.value.problems[0].field == "count"
+    assert "'4.0'" in exc.value.problems[0].message
 
 
 def test_size_limit():
