@@ -145,7 +145,7 @@ async def test_consumer_killed_after_effect_before_ack_has_one_effect(ledger_eng
         # The effect has committed; the process "dies" before acking.
         if not crashed.is_set():
             crashed.set()
-            await first._consumer._connection.close()
+            await first._consumer.broker._connection.close()
             return None
         return await real_ack(self, *a, **kw)
 

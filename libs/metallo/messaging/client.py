@@ -15,15 +15,16 @@ import asyncio
 import logging
 import uuid
 
-import aio_pika
-from aio_pika.exceptions import PublishError
+from faststream import AckPolicy
+from faststream.rabbit import RabbitBroker, RabbitMessage, RabbitQueue
 from google.protobuf.message import Message
 
 from metallo.common.v1 import common_pb2
-from metallo.messaging.envelope import decode, encode
+from metallo.messaging.broker import make_broker, topic_exchange, was_returned
+from metallo.messaging.envelope import decode
 from metallo.messaging.errors import OutcomeUncertain, PoisonMessage, Rejected
 from metallo.messaging.registry import message_class
-from metallo.messaging.topology import Topology, request_routing_key
+from metallo.messaging.topology import CONTENT_TYPE, Topology, contract_version, request_routing_key
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,22 @@ class RequestClient:
         self.topology = topology or Topology()
         self.client_id = uuid.uuid4().hex
         self._pending: dict[str, asyncio.Future] = {}
-        self._connection: aio_pika.abc.AbstractRobustConnection | None = None
-        self._channel: aio_pika.abc.AbstractChannel | None = None
-        self._exchange: aio_pika.abc.AbstractExchange | None = None
+        self._broker: RabbitBroker | None = None
         self._reply_queue: str = self.topology.reply_queue(self.client_id)
 
     async def start(self) -> None:
         """Connect, declare the reply queue and start listening for replies."""
-        self._connection = await aio_pika.connect_robust(self.amqp_url, timeout=10)
-        self._channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        self._exchange = await self._channel.declare_exchange(
-            self.topology.commands_exchange, aio_pika.ExchangeType.TOPIC, durable=True
+        broker = make_broker(self.amqp_url)
+        subscriber = broker.subscriber(
+            RabbitQueue(self._reply_queue, exclusive=True, auto_delete=True),
+            ack_policy=AckPolicy.ACK_FIRST,
+            no_reply=True,
         )
-        queue = await self._channel.declare_queue(self._reply_queue, exclusive=True, auto_delete=True)
-        await queue.consume(self._on_reply, no_ack=True)
+        subscriber(self._on_reply)
+        await broker.connect()
+        await broker.declare_exchange(topic_exchange(self.topology.commands_exchange))
+        await broker.start()
+        self._broker = broker
 
     async def close(self) -> None:
         """Close the connection; pending requests become uncertain."""
@@ -61,9 +64,9 @@ class RequestClient:
             if not fut.done():
                 fut.set_exception(OutcomeUncertain("client closed before the reply arrived"))
         self._pending.clear()
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
+        if self._broker is not None:
+            await self._broker.stop()
+            self._broker = None
 
     async def __aenter__(self) -> "RequestClient":
         await self.start()
@@ -79,7 +82,7 @@ class RequestClient:
         :class:`OutcomeUncertain` (no reply within ``timeout`` seconds) or
         :class:`ServiceUnavailable` (no queue for the owner).
         """
-        if self._exchange is None:
+        if self._broker is None:
             raise RuntimeError("RequestClient.start() was not called")
         owner, key = request_routing_key(message)
         correlation_id = str(uuid.uuid4())
@@ -87,18 +90,24 @@ class RequestClient:
         self._pending[correlation_id] = future
         try:
             try:
-                await self._exchange.publish(
-                    encode(message, correlation_id=correlation_id, reply_to=self._reply_queue),
+                result = await self._broker.publish(
+                    message.SerializeToString(deterministic=True),
+                    exchange=topic_exchange(self.topology.commands_exchange),
                     routing_key=key,
                     mandatory=True,
+                    persist=True,
                     timeout=timeout,
+                    content_type=CONTENT_TYPE,
+                    message_type=message.DESCRIPTOR.full_name,
+                    message_id=str(uuid.uuid4()),
+                    correlation_id=correlation_id,
+                    reply_to=self._reply_queue,
+                    headers={"contract-version": contract_version(message)},
                 )
-            except PublishError as exc:
-                raise ServiceUnavailable(
-                    f"no queue for {owner} ({key}): is the {owner} service running?"
-                ) from exc
             except asyncio.TimeoutError as exc:
                 raise OutcomeUncertain(f"{key}: the broker did not confirm within {timeout}s") from exc
+            if was_returned(result):
+                raise ServiceUnavailable(f"no queue for {owner} ({key}): is the {owner} service running?")
             try:
                 outcome: common_pb2.Outcome = await asyncio.wait_for(future, timeout)
             except asyncio.TimeoutError as exc:
@@ -119,7 +128,8 @@ class RequestClient:
         outcome.accepted.Unpack(reply)
         return reply
 
-    async def _on_reply(self, incoming: aio_pika.abc.AbstractIncomingMessage) -> None:
+    async def _on_reply(self, message: RabbitMessage) -> None:
+        incoming = message.raw_message
         future = self._pending.get(incoming.correlation_id or "")
         if future is None or future.done():
             log.debug("reply %s matches no pending request", incoming.correlation_id)

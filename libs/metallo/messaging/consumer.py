@@ -23,8 +23,10 @@ import logging
 import zlib
 from collections.abc import Awaitable, Callable
 
-import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
+from faststream.rabbit import RabbitBroker
+
+from metallo.messaging.broker import durable_queue, make_broker, topic_exchange
 
 from metallo.messaging.envelope import Envelope, decode
 from metallo.messaging.errors import PoisonMessage
@@ -80,25 +82,44 @@ class QueueConsumer:
         self.linger_seconds = linger_seconds
         self.max_retries = max_retries
         self.retry_base_seconds = retry_base_seconds
-        self._connection: aio_pika.abc.AbstractRobustConnection | None = None
-        self._channel: aio_pika.abc.AbstractChannel | None = None
+        self._broker: RabbitBroker | None = None
+        self._queue = None
+        self._consumer_tag: str | None = None
         self._lanes: list[asyncio.Queue] = [asyncio.Queue() for _ in range(lanes)]
         self._workers: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        """Connect (robustly), declare the topology and start consuming."""
-        self._connection = await aio_pika.connect_robust(self.amqp_url, timeout=10)
-        self._channel = await self._connection.channel(publisher_confirms=True)
-        await self._channel.set_qos(prefetch_count=self.prefetch)
-        await declare_consumer_queue(
-            self._channel, self.topology, self.queue_name, self.exchange_name, self.routing_keys
+        """Connect (FastStream broker), declare the topology and start consuming; acks are manual."""
+        broker = make_broker(self.amqp_url, prefetch=self.prefetch)
+        await broker.connect()
+        queue = await declare_consumer_queue(
+            broker, self.topology, self.queue_name, self.exchange_name, self.routing_keys
         )
         self._workers = [asyncio.create_task(self._lane(q)) for q in self._lanes]
-        queue = await self._channel.get_queue(self.queue_name, ensure=False)
-        await queue.consume(self._on_message)
+        # Consume on the broker's own channel with aio-pika's callback: it is called
+        # in delivery order with no await before the lane hand-off, which keeps an
+        # aggregate's deliveries in order (a FastStream subscriber's decode pipeline
+        # may reorder concurrent deliveries).
+        self._consumer_tag = await queue.consume(self._on_message)
+        self._queue = queue
+        self._broker = broker
+
+    @property
+    def broker(self) -> RabbitBroker:
+        """The connected broker (for publishing replies beside the consumer)."""
+        if self._broker is None:
+            raise RuntimeError("consumer not started")
+        return self._broker
 
     async def stop(self) -> None:
         """Stop consuming and close; deliveries not acked are redelivered later."""
+        if self._broker is not None:
+            try:
+                await self._queue.cancel(self._consumer_tag)
+            except Exception:  # the connection may already be gone
+                pass
+            await self._broker.stop()
+            self._broker = None
         for task in self._workers:
             task.cancel()
         for task in self._workers:
@@ -107,11 +128,9 @@ class QueueConsumer:
             except (asyncio.CancelledError, Exception):
                 pass
         self._workers = []
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
 
     async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        # Hand the delivery to its lane (no await before: order kept); acked there after commit.
         key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
         lane = zlib.crc32(key.encode()) % len(self._lanes)
         await self._lanes[lane].put(incoming)
@@ -197,37 +216,36 @@ class QueueConsumer:
     async def _republish(
         self, incoming: AbstractIncomingMessage, queue: str, headers: dict, expiration: float | None = None
     ) -> None:
-        assert self._channel is not None
-        message = aio_pika.Message(
-            body=incoming.body,
+        await self.broker.publish(
+            incoming.body,
+            routing_key=queue,
+            persist=True,
+            timeout=10,
             content_type=incoming.content_type,
-            type=incoming.type,
+            message_type=incoming.type,
             message_id=incoming.message_id,
             correlation_id=incoming.correlation_id,
             reply_to=incoming.reply_to,
             headers=headers,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             expiration=expiration,
         )
-        await self._channel.default_exchange.publish(message, routing_key=queue, timeout=10)
 
 
 async def declare_consumer_queue(
-    channel: aio_pika.abc.AbstractChannel,
+    broker: RabbitBroker,
     topology: Topology,
     queue: str,
     exchange: str,
     routing_keys: list[str],
-) -> None:
-    """Declare ``queue`` (durable) with its ``.retry`` and ``.dlq`` and bind it to ``exchange``."""
-    ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
-    main = await channel.declare_queue(queue, durable=True)
-    await channel.declare_queue(
-        f"{queue}.retry",
-        durable=True,
-        arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue},
+):
+    """Declare ``queue`` (durable) with its ``.retry`` and ``.dlq``, bind it to ``exchange``; return it."""
+    ex = await broker.declare_exchange(topic_exchange(exchange))
+    main = await broker.declare_queue(durable_queue(queue))
+    await broker.declare_queue(
+        durable_queue(f"{queue}.retry", {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue})
     )
-    await channel.declare_queue(f"{queue}.dlq", durable=True)
+    await broker.declare_queue(durable_queue(f"{queue}.dlq"))
     for key in routing_keys:
         await main.bind(ex, routing_key=key)
     topology.declared_queues.update({queue, f"{queue}.retry", f"{queue}.dlq"})
+    return main

@@ -21,13 +21,14 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-import aio_pika
 import asyncpg
-from aio_pika.exceptions import DeliveryError, PublishError
+from aio_pika.exceptions import DeliveryError
+from faststream.rabbit import RabbitBroker
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from metallo.messaging.broker import make_broker, topic_exchange, was_returned
 from metallo.messaging.outbox import NOTIFY_CHANNEL
 from metallo.messaging.topology import CONTENT_TYPE, Topology
 
@@ -150,9 +151,7 @@ class OutboxRelay:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._listen_task: asyncio.Task | None = None
-        self._connection: aio_pika.abc.AbstractConnection | None = None
-        self._channel: aio_pika.abc.AbstractChannel | None = None
-        self._exchanges: dict[str, aio_pika.abc.AbstractExchange] = {}
+        self._broker: RabbitBroker | None = None
         self._stopping = False
 
     async def start(self) -> None:
@@ -229,29 +228,29 @@ class OutboxRelay:
         self._wake.clear()
 
     async def _connect(self) -> None:
-        if self._connection is not None and not self._connection.is_closed:
+        if self._broker is not None:
             return
-        await self._disconnect()
-        self._connection = await aio_pika.connect(self.amqp_url, timeout=5)
-        self._channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        self._exchanges = {"": self._channel.default_exchange}
-        for name in (self.topology.events_exchange, self.topology.commands_exchange):
-            self._exchanges[name] = await self._channel.declare_exchange(
-                name, aio_pika.ExchangeType.TOPIC, durable=True
-            )
+        broker = make_broker(self.amqp_url, connect_timeout=5)
+        try:
+            await broker.connect()
+            for name in (self.topology.events_exchange, self.topology.commands_exchange):
+                await broker.declare_exchange(topic_exchange(name))
+        except BaseException:
+            await broker.stop()
+            raise
+        self._broker = broker
 
     async def _disconnect(self) -> None:
-        conn, self._connection, self._channel = self._connection, None, None
-        if conn is not None:
+        broker, self._broker = self._broker, None
+        if broker is not None:
             try:
-                await conn.close()
+                await broker.stop()
             except Exception:
                 pass
 
     async def run_once(self) -> int:
         """Claim, publish and settle one batch; return how many rows were confirmed."""
-        if self._channel is None:
-            await self._connect()
+        await self._connect()
         token = uuid.uuid4()
         async with self.engine.begin() as conn:
             result = await conn.execute(
@@ -290,44 +289,40 @@ class OutboxRelay:
         return len(done)
 
     async def _publish_chain(self, chain: list[_Row]) -> tuple[list[int], list[tuple[_Row, str]], list[int]]:
-        """Publish one aggregate's rows in order, pipelined; settle up to the first failure.
+        """Publish one aggregate's rows in id order, each confirmed before the next.
 
-        The publishes are started in id order on one channel (asyncio tasks run in
-        creation order and aiormq serialises frames under a FIFO lock), so the
-        broker receives them in order without waiting a confirm round trip per
-        message. Rows after a failed one are not marked done: they are sent
-        again after it (the consumers' inboxes absorb the repeat).
+        Waiting for each confirm keeps the order exact even across a failure; the
+        batch still runs different aggregates concurrently. Rows after a failed
+        one are released untouched and go out after it on a later cycle.
         """
-        tasks = [asyncio.create_task(self._publish(row)) for row in chain]
-        errors = await asyncio.gather(*tasks)
         ok: list[int] = []
-        for i, (row, error) in enumerate(zip(chain, errors)):
+        for i, row in enumerate(chain):
+            error = await self._publish(row)
             if error is not None:
                 return ok, [(row, error)], [r.pk for r in chain[i + 1 :]]
             ok.append(row.pk)
         return ok, [], []
 
     async def _publish(self, row: _Row) -> str | None:
-        exchange = self._exchanges.get(row.exchange)
-        if exchange is None:
-            return f"unknown exchange {row.exchange!r}"
+        broker = self._broker
+        if broker is None:
+            return "broker connection lost"
         headers = dict(row.headers or {})
         headers["x-metallo-aggregate"] = row.aggregate_id
-        message = aio_pika.Message(
-            body=row.body,
-            content_type=CONTENT_TYPE,
-            type=row.type,
-            message_id=str(row.message_id),
-            correlation_id=row.correlation_id,
-            headers=headers,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
         try:
-            confirmation = await exchange.publish(
-                message, routing_key=row.routing_key, mandatory=True, timeout=self.publish_timeout
+            result = await broker.publish(
+                row.body,
+                exchange=topic_exchange(row.exchange) if row.exchange else None,
+                routing_key=row.routing_key,
+                mandatory=True,
+                persist=True,
+                timeout=self.publish_timeout,
+                content_type=CONTENT_TYPE,
+                message_type=row.type,
+                message_id=str(row.message_id),
+                correlation_id=row.correlation_id,
+                headers=headers,
             )
-        except PublishError:  # Basic.Return: unroutable, whatever ack follows
-            return f"unroutable: no queue bound for {row.routing_key!r} on {row.exchange!r}"
         except DeliveryError as exc:  # Basic.Nack
             return f"not confirmed (nack): {exc}"
         except asyncio.TimeoutError:
@@ -336,6 +331,6 @@ class OutboxRelay:
         except Exception as exc:
             await self._disconnect()
             return f"publish failed: {type(exc).__name__}: {exc}"
-        if isinstance(confirmation, aio_pika.abc.AbstractIncomingMessage):
-            return f"unroutable: returned for {row.routing_key!r}"
+        if was_returned(result):  # a Return is a failure even though an ack follows
+            return f"unroutable: no queue bound for {row.routing_key!r} on {row.exchange!r}"
         return None

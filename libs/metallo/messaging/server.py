@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 
-import aio_pika
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
 from sqlalchemy import select
@@ -27,12 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from metallo.common.v1 import common_pb2
 from metallo.messaging.consumer import QueueConsumer
-from metallo.messaging.envelope import Envelope, encode
+from metallo.messaging.envelope import Envelope
 from metallo.messaging.errors import PoisonMessage, Rejected
 from metallo.messaging.outbox import Outbox
 from metallo.messaging.registry import full_name
 from metallo.messaging.schema import command_receipts
-from metallo.messaging.topology import Topology, request_routing_key
+from metallo.messaging.topology import CONTENT_TYPE, Topology, contract_version, request_routing_key
 from metallo.persistence.engine import session_factory
 
 log = logging.getLogger(__name__)
@@ -79,8 +79,6 @@ class CommandServer:
         self._commands: dict[str, Handler] = {}
         self._queries: dict[str, Handler] = {}
         self._consumers: list[QueueConsumer] = []
-        self._reply_channel_conn: aio_pika.abc.AbstractRobustConnection | None = None
-        self._reply_channel: aio_pika.abc.AbstractChannel | None = None
 
     def command(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
         """Decorator: ``handler(session, command) -> reply`` for ``message_type``."""
@@ -103,8 +101,6 @@ class CommandServer:
 
     async def start(self) -> None:
         """Declare the queues and start consuming commands and queries."""
-        self._reply_channel_conn = await aio_pika.connect_robust(self.amqp_url, timeout=10)
-        self._reply_channel = await self._reply_channel_conn.channel()
         self._consumers = [
             QueueConsumer(
                 self.amqp_url,
@@ -131,8 +127,6 @@ class CommandServer:
     async def stop(self) -> None:
         for consumer in self._consumers:
             await consumer.stop()
-        if self._reply_channel_conn is not None:
-            await self._reply_channel_conn.close()
 
     async def _handle_command(self, envelope: Envelope, _incoming) -> None:
         name = full_name(envelope.message)
@@ -224,7 +218,14 @@ class CommandServer:
                 outcome = accepted(await handler(session, envelope.message))
         except Rejected as exc:
             outcome = rejected(exc.code, exc.message, exc.details)
-        if envelope.reply_to and self._reply_channel is not None:
-            await self._reply_channel.default_exchange.publish(
-                encode(outcome, correlation_id=envelope.correlation_id), routing_key=envelope.reply_to
+        if envelope.reply_to:
+            await self._consumers[1].broker.publish(
+                outcome.SerializeToString(deterministic=True),
+                routing_key=envelope.reply_to,
+                timeout=10,
+                content_type=CONTENT_TYPE,
+                message_type=full_name(outcome),
+                message_id=str(uuid.uuid4()),
+                correlation_id=envelope.correlation_id,
+                headers={"contract-version": contract_version(outcome)},
             )

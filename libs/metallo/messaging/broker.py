@@ -1,0 +1,42 @@
+"""FastStream's RabbitBroker, configured the way every Metallo component needs it.
+
+One place decides: publisher confirms on, ``mandatory`` publishes whose
+Basic.Return is reported as a failure (FastStream hands the returned message
+back instead of an ack), quiet logging, a bounded connect timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiormq.abc import DeliveredMessage
+from faststream.rabbit import Channel, ExchangeType, RabbitBroker, RabbitExchange, RabbitQueue
+from pamqp.commands import Basic
+
+log = logging.getLogger(__name__)
+
+
+def make_broker(amqp_url: str, *, prefetch: int | None = None, connect_timeout: float = 10.0) -> RabbitBroker:
+    """A RabbitBroker with confirms; ``prefetch`` bounds unacked deliveries per channel."""
+    return RabbitBroker(
+        amqp_url,
+        default_channel=Channel(publisher_confirms=True, prefetch_count=prefetch),
+        timeout=connect_timeout,
+        logger=None,
+        graceful_timeout=None,
+    )
+
+
+def topic_exchange(name: str) -> RabbitExchange:
+    """A durable topic exchange (``metallo.commands``, ``metallo.events``)."""
+    return RabbitExchange(name, type=ExchangeType.TOPIC, durable=True)
+
+
+def durable_queue(name: str, arguments: dict | None = None, routing_key: str = "") -> RabbitQueue:
+    """A durable queue, optionally with x-arguments (dead-letter target, …)."""
+    return RabbitQueue(name, durable=True, arguments=arguments, routing_key=routing_key)
+
+
+def was_returned(result: object) -> bool:
+    """True when a mandatory publish came back as a Basic.Return (unroutable)."""
+    return isinstance(result, DeliveredMessage) and isinstance(result.delivery, Basic.Return)
