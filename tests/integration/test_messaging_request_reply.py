@@ -70,6 +70,15 @@ async def test_rejection_rolls_back_and_is_saved(ledger, ledger_engine):
     assert await balance(ledger_engine, "neg") is None
 
 
+async def test_transient_rejection_is_replied_but_not_saved(ledger, ledger_engine):
+    cid = str(uuid.uuid4())
+    with pytest.raises(Rejected) as exc:
+        await ledger.request(tk.Deposit(metadata=meta(cid), account="busy", amount=1))
+    assert exc.value.code == "dependency-unavailable" and exc.value.details["transient"] == "true"
+    async with ledger_engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM command_receipts"))).scalar() == 0
+
+
 async def test_failing_handler_sends_no_success_reply(ledger, ledger_engine, topology, amqp_url):
     with pytest.raises(OutcomeUncertain):
         await ledger.request(tk.Deposit(metadata=meta(), account="explode", amount=1), timeout=1.5)

@@ -6,7 +6,7 @@ the delivery is acked after commit and the relay sends the reply. The same
 command_id with the same input returns the saved outcome; with a different
 input it is an ``idempotency-conflict`` rejection. A handler raising
 :class:`Rejected` rolls its writes back; the rejection itself is saved and
-replied. Any other exception is retried, then dead-lettered.
+replied (a ``transient`` one is replied, not saved). Any other exception is retried, then dead-lettered.
 
 Queries run read-only and are replied directly (no outbox: they change nothing).
 """
@@ -156,7 +156,10 @@ class CommandServer:
                 )
                 await self._reply(session, envelope, outcome)
         except Rejected as exc:
-            await self._save_and_reply(envelope, digest, rejected(exc.code, exc.message, exc.details))
+            outcome = rejected(exc.code, exc.message, exc.details)
+            if exc.transient:
+                outcome.rejected.details["transient"] = "true"
+            await self._save_and_reply(envelope, None if exc.transient else digest, outcome)
         except IntegrityError as exc:
             # A concurrent delivery of the same command_id committed first: retry
             # the delivery, which then finds and replays the saved outcome.
@@ -182,7 +185,7 @@ class CommandServer:
         return outcome
 
     async def _save_and_reply(self, envelope: Envelope, digest: str | None, outcome: common_pb2.Outcome) -> None:
-        """Save a rejection for the command_id (when valid) and queue its reply, in one transaction."""
+        """Save a rejection for the command_id (unless ``digest`` is None) and queue its reply, in one transaction."""
         command_id = envelope.message.metadata.command_id
         async with self.sessions() as session, session.begin():
             if digest is not None:

@@ -23,6 +23,8 @@ def ledger_server(engine, amqp_url: str, topology: Topology) -> CommandServer:
     async def deposit(session, cmd: tk.Deposit) -> tk.DepositReply:
         if cmd.amount <= 0:
             raise Rejected("invalid-argument", "amount must be positive", {"field": "amount"})
+        if cmd.account == "busy":
+            raise Rejected("dependency-unavailable", "try again", transient=True)
         if cmd.account == "explode":
             raise RuntimeError("handler failure after writing")
         stmt = (
