@@ -103,6 +103,10 @@ def test_every_error_is_reported_with_its_line():
     assert (6, "sites.s1.max_wall_seconds") in found
     assert (11, "members.m-a.colour") in found
     assert (16, "projects.p.members.m-a[1]") in found
+    # reference problems come in the same report
+    assert (10, "members.m-a.bindings.s9") in found
+    assert (14, "projects.p.sites[1]") in found
+    assert (17, "projects.p.members.m-ghost") in found
     assert "gov.yaml:4:" in str(exc.value)
 
 

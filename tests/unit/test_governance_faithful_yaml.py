@@ -62,7 +62,7 @@ def test_alias_bomb_is_refused():
         prev = f"*a{i-1}"
         lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
     with pytest.raises(DocumentError, match="expands beyond"):
-        load("\n".join(lines) + "\n", source="bomb.yaml")
+        load("\n".join(lines) + "\n", source="bomb.yaml", limits=Limits(max_nodes=10_000))
 
 
 def test_recursive_alias_is_refused():

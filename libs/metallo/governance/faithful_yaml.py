@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 from ruamel.yaml import YAML
@@ -202,9 +203,9 @@ def _core_int(text: str) -> int:
     sign = -1 if t.startswith("-") else 1
     s = t.lstrip("+-")
     if s[:2].lower() == "0x":
-        return sign * int(s[2:], 16)
+        return sign * int(s, 0)
     if s[:2].lower() == "0o":
-        return sign * int(s[2:], 8)
+        return sign * int(s, 0)
     return sign * int(s, 10)
 
 
@@ -270,9 +271,9 @@ class _Loader:
                         )
                         return False
                 tag = getattr(ev, "tag", None)
-                if isinstance(ev, (ScalarEvent, MappingStartEvent, SequenceStartEvent)) and tag:
-                    if not str(tag).startswith(_CORE) and str(tag) != "!":
-                        self.add(mark.line + 1, mark.column + 1, (), f"unsupported YAML tag {tag}")
+                if (isinstance(ev, (ScalarEvent, MappingStartEvent, SequenceStartEvent)) and tag
+                        and not str(tag).startswith(_CORE) and str(tag) != "!"):
+                    self.add(mark.line + 1, mark.column + 1, (), f"unsupported YAML tag {tag}")
         except MarkedYAMLError as e:
             m = e.problem_mark or e.context_mark
             line, col = (m.line + 1, m.column + 1) if m else (0, 0)
@@ -368,30 +369,32 @@ class _Loader:
         if allowed is None:
             return natural
         nt = _json_type(natural)
+        if nt == "number" and "number" not in allowed:
+            # JSON Schema counts 4.0 as an integer; an integer field takes only
+            # integers as written, so "4.0" is refused rather than stored as a float.
+            return text
         if nt in allowed or (nt == "integer" and "number" in allowed):
             return natural
         if "string" in allowed:
-            if natural is None:
-                return None  # an empty value or null is not text; the schema reports it
+            if natural is None and text == "":
+                return None  # an empty value is not text; the schema reports it
             # The schema wants text here: keep exactly what the author typed.
             return text
         return natural
 
 
-def load(
+def load_document(
     content: bytes | str,
     *,
     source: str,
     schema: dict | None = None,
     limits: Limits = Limits(),
-    validate: bool = True,
-) -> Document:
-    """Load one YAML document faithfully and (by default) validate it against ``schema``.
+) -> tuple[Document, list[Problem]]:
+    """Load one YAML document faithfully, without schema validation.
 
-    content: the file's bytes (UTF-8) or text; source: the name used in problems
-    (a path or "repo@commit:actions.yaml"). Returns a :class:`Document`.
-    Raises :class:`DocumentError` listing every problem (size, YAML syntax,
-    bounds, duplicate keys, schema violations), each with its line.
+    Returns (document, problems that still allow checking the rest, such as
+    duplicate keys). Raises :class:`DocumentError` for problems that stop reading:
+    size, encoding, YAML syntax, tags, nesting depth and alias expansion bounds.
     """
     raw = content.encode("utf-8") if isinstance(content, str) else bytes(content)
     if len(raw) > limits.max_bytes:
@@ -410,17 +413,32 @@ def load(
         raise DocumentError([Problem(source, 0, 0, "", f"invalid YAML: {e}")])
     except RecursionError:
         raise DocumentError([Problem(source, 0, 0, "", "nesting too deep; refused")])
-    if root is None:
-        data: Any = None
-    else:
-        data = loader.convert(root, schema, (), 0)
-    loader.doc.data = data
-    problems = list(loader.problems)
-    if validate and schema is not None and not loader.over_budget:
-        problems.extend(schema_problems(loader.doc, schema))
+    loader.doc.data = None if root is None else loader.convert(root, schema, (), 0)
+    if loader.over_budget:
+        raise DocumentError(loader.problems)
+    return loader.doc, list(loader.problems)
+
+
+def load(
+    content: bytes | str,
+    *,
+    source: str,
+    schema: dict | None = None,
+    limits: Limits = Limits(),
+) -> Document:
+    """Load one YAML document faithfully and validate it against ``schema`` (when given).
+
+    content: the file's bytes (UTF-8) or text; source: the name used in problems
+    (a path or "actions.yaml"). Returns a :class:`Document`.
+    Raises :class:`DocumentError` listing every problem (size, YAML syntax,
+    bounds, duplicate keys, schema violations), each with its line.
+    """
+    doc, problems = load_document(content, source=source, schema=schema, limits=limits)
+    if schema is not None:
+        problems.extend(schema_problems(doc, schema))
     if problems:
         raise DocumentError(problems)
-    return loader.doc
+    return doc
 
 
 def schema_problems(doc: Document, schema: dict) -> list[Problem]:
@@ -441,6 +459,9 @@ def schema_problems(doc: Document, schema: dict) -> list[Problem]:
 
 def _leaves(err: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
     """For oneOf/anyOf failures, report the branch that got furthest, not the whole tree."""
+    if (err.validator in ("oneOf", "anyOf") and not isinstance(err.instance, (dict, list))
+            and isinstance(err.schema, dict) and err.schema.get("description")):
+        return [err]  # a scalar matching no form: the schema's own description says best what is wanted
     if err.validator in ("oneOf", "anyOf") and err.context:
         best = jsonschema.exceptions.best_match(err.context)
         return _leaves(best) if best is not None else [err]
@@ -460,6 +481,9 @@ def _describe(doc: Document, err: jsonschema.ValidationError) -> list[Problem]:
             known = ", ".join(sorted(allowed)) or "none"
             return [doc.problem(path + (k,), f"unknown field {k!r} (allowed: {known})", key=True)
                     for k in extra]
+    if err.validator in ("oneOf", "anyOf") and isinstance(err.schema, dict) and err.schema.get("description"):
+        wanted = err.schema["description"].rstrip(".")
+        return [doc.problem(path, f"got {err.instance!r}; expected {wanted[:1].lower()}{wanted[1:]}")]
     if err.validator == "required":
         return [doc.problem(path, err.message)]
     if err.validator == "type":
@@ -469,6 +493,6 @@ def _describe(doc: Document, err: jsonschema.ValidationError) -> list[Problem]:
     if err.validator in ("enum", "const"):
         values = err.validator_value if err.validator == "enum" else [err.validator_value]
         return [doc.problem(path, f"{err.instance!r} is not one of {', '.join(map(repr, values))}")]
-    if err.validator == "propertyNames":
-        return [doc.problem(path, err.message, key=True)]
+    if "propertyNames" in err.relative_schema_path or "propertyNames" in err.absolute_schema_path:
+        return [doc.problem(path + (err.instance,), f"name {err.instance!r}: {err.message}", key=True)]
     return [doc.problem(path, err.message)]

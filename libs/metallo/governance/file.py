@@ -9,7 +9,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from metallo.governance.faithful_yaml import Document, DocumentError, Limits, Problem, load
+from metallo.governance.faithful_yaml import (
+    Document,
+    DocumentError,
+    Limits,
+    Problem,
+    load_document,
+    schema_problems,
+)
 from metallo.governance.model import Binding, Governance, Member, Project, Site
 
 _SCHEMA_NAME = "governance.schema.json"
@@ -46,30 +53,39 @@ def parse_governance(content: bytes | str, *, source: str = "governance.yaml") -
     Raises :class:`GovernanceError` with every problem and its line; nothing
     partial is ever returned.
     """
+    schema = governance_schema()
     try:
-        doc = load(content, source=source, schema=governance_schema(), limits=Limits(max_bytes=4 * 1024 * 1024))
+        doc, problems = load_document(content, source=source, schema=schema,
+                                      limits=Limits(max_bytes=4 * 1024 * 1024))
     except DocumentError as e:
         raise GovernanceError(e.problems) from None
-    problems = _reference_problems(doc)
+    problems += schema_problems(doc, schema)
+    problems += _reference_problems(doc)
     if problems:
         raise GovernanceError(problems)
     return _build(doc.data)
 
 
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _reference_problems(doc: Document) -> list[Problem]:
-    data = doc.data
-    sites, members, projects = data["sites"], data["members"], data["projects"]
+    """References between sections; tolerant of shapes the schema already refused."""
+    data = _mapping(doc.data)
+    sites, members, projects = (_mapping(data.get(k)) for k in ("sites", "members", "projects"))
     out: list[Problem] = []
     for mid, m in members.items():
-        for sid in (m.get("bindings") or {}):
+        for sid in _mapping(_mapping(m).get("bindings")):
             if sid not in sites:
                 out.append(doc.problem(("members", mid, "bindings", sid),
                                        f"binding names unknown Site {sid!r}", key=True))
     for pid, p in projects.items():
-        for i, sid in enumerate(p["sites"]):
-            if sid not in sites:
+        p_sites = _mapping(p).get("sites")
+        for i, sid in enumerate(p_sites if isinstance(p_sites, list) else []):
+            if isinstance(sid, str) and sid not in sites:
                 out.append(doc.problem(("projects", pid, "sites", i), f"unknown Site {sid!r}"))
-        for mid in p["members"]:
+        for mid in _mapping(_mapping(p).get("members")):
             if mid not in members:
                 out.append(doc.problem(("projects", pid, "members", mid),
                                        f"unknown member {mid!r}", key=True))

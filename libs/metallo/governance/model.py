@@ -8,9 +8,10 @@ shared between tasks without copying.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 Capability = Literal[
     "runs.launch", "runs.read", "runs.cancel",

@@ -18,7 +18,9 @@ def canonical_json(value: Any) -> str:
 
     Raises ValueError for values JSON cannot carry exactly (NaN, infinities).
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_hex(text: str) -> str:
@@ -26,7 +28,9 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def material_digest(spec: dict[str, Any], repository: dict[str, Any], member: dict[str, Any]) -> str:
+def material_digest(
+    spec: dict[str, Any], repository: dict[str, Any], member: dict[str, Any]
+) -> str:
     """Digest of an Attempt's material: sha256 hex of canonical ``{spec, repository, member}``.
 
     ``repository`` is ``{"url", "commit", "branch"}``; ``member`` is

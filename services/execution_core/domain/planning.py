@@ -21,6 +21,11 @@ from execution_core.domain.states import FAMILIES, QUEUED_BATCH
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 MAX_ATTEMPTS_LIMIT = 10
 MAX_BACKOFF_SECONDS = 86_400.0
+DEFAULT_WALL_SECONDS = 3600  # contracts/actions.schema.json, resources.wallTimeSeconds
+
+
+class SpecError(ValueError):
+    """The Workload's saved specification cannot be read (reason ``workload-spec-invalid``)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class Plan:
     material_digest: str
     retry: RetryPolicy
     wall_seconds: int | None
+    repositories: tuple[dict[str, str], ...] = ()  # every pinned repository, action first
 
 
 @dataclass(frozen=True)
@@ -130,20 +136,20 @@ class Wait:
 
 
 def retry_policy(spec: dict[str, Any]) -> RetryPolicy:
-    """Read ``spec["retry"]`` (docs/actions.md); raise ValueError when it is malformed."""
+    """Read ``spec["retry"]`` (docs/actions.md); raise SpecError when it is malformed."""
     raw = spec.get("retry") or {}
     if not isinstance(raw, dict):
-        raise ValueError("retry must be a mapping")
+        raise SpecError("retry must be a mapping")
     max_attempts = raw.get("maxAttempts", 1)
     backoff = raw.get("backoffSeconds", 0)
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-        raise ValueError("retry.maxAttempts must be an integer")
+        raise SpecError("retry.maxAttempts must be an integer")
     if not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
-        raise ValueError(f"retry.maxAttempts must be 1..{MAX_ATTEMPTS_LIMIT}")
+        raise SpecError(f"retry.maxAttempts must be 1..{MAX_ATTEMPTS_LIMIT}")
     if isinstance(backoff, bool) or not isinstance(backoff, (int, float)):
-        raise ValueError("retry.backoffSeconds must be a number")
+        raise SpecError("retry.backoffSeconds must be a number")
     if not 0 <= backoff <= MAX_BACKOFF_SECONDS:
-        raise ValueError("retry.backoffSeconds must be 0..86400")
+        raise SpecError("retry.backoffSeconds must be 0..86400")
     return RetryPolicy(max_attempts=max_attempts, backoff_seconds=float(backoff))
 
 
@@ -155,7 +161,7 @@ def _seconds(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ValueError("a duration must be a number of seconds or [D-]HH:MM:SS")
+        raise SpecError("a duration must be a number of seconds or [D-]HH:MM:SS")
     if isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -165,34 +171,52 @@ def _seconds(value: Any) -> int | None:
         if m:
             days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
             return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    raise ValueError(f"unreadable duration {value!r}")
+    raise SpecError(f"unreadable duration {value!r}")
 
 
 def wall_seconds(spec: dict[str, Any]) -> int | None:
     """The action's requested wall time in seconds, or None when it names none.
 
-    Reads ``resources.wallSeconds``, ``resources.timeLimit`` or ``timeLimit``.
+    Reads ``resources.wallTimeSeconds`` (contracts/actions.schema.json), or the
+    older spellings ``resources.wallSeconds`` / ``resources.timeLimit``.
     """
     resources = spec.get("resources") or {}
     if not isinstance(resources, dict):
-        raise ValueError("resources must be a mapping")
-    for raw in (resources.get("wallSeconds"), resources.get("timeLimit"), spec.get("timeLimit")):
+        raise SpecError("resources must be a mapping")
+    for raw in (
+        resources.get("wallTimeSeconds"),
+        resources.get("wallSeconds"),
+        resources.get("timeLimit"),
+    ):
         if raw is not None:
             return _seconds(raw)
     return None
 
 
 def gpu_class(spec: dict[str, Any]) -> str | None:
-    """The GPU class the action asks for (``resources.gpu.class`` or ``resources.gpuClass``)."""
+    """The GPU class the action asks for (``resources.gpuClass``), or None."""
     resources = spec.get("resources") or {}
     if not isinstance(resources, dict):
         return None
-    gpu = resources.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("class"):
-        return str(gpu["class"])
     if resources.get("gpuClass"):
         return str(resources["gpuClass"])
     return None
+
+
+def pinned_inputs(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """Input repositories of the spec that name an exact commit, as pinned repositories."""
+    out: list[dict[str, str]] = []
+    for item in spec.get("inputs") or []:
+        if isinstance(item, dict) and COMMIT.match(str(item.get("commit", ""))):
+            out.append(
+                {
+                    "role": f"input:{item.get('name', '')}",
+                    "url": str(item.get("url", "")),
+                    "commit": str(item["commit"]),
+                    "branch": str(item.get("branch", "")),
+                }
+            )
+    return out
 
 
 def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
@@ -209,24 +233,32 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     """
     rev = inp.revision
     if rev.project != inp.project:
-        return Rejection(reasons.WORKLOAD_PROJECT_MISMATCH, "the Workload revision belongs to another Project")
+        return Rejection(
+            reasons.WORKLOAD_PROJECT_MISMATCH, "the Workload revision belongs to another Project"
+        )
     if not rev.active:
         return Rejection(reasons.WORKLOAD_NOT_ACTIVE, "the Workload is not active")
     if rev.family not in FAMILIES:
         return Rejection(reasons.WORKLOAD_SPEC_INVALID, f"unknown workload family {rev.family!r}")
     commit = inp.repository_commit or rev.commit
     if not COMMIT.match(commit):
-        return Rejection(reasons.WORKLOAD_SPEC_INVALID, "the pinned commit is not 40 hex characters")
+        return Rejection(
+            reasons.WORKLOAD_SPEC_INVALID, "the pinned commit is not 40 hex characters"
+        )
     try:
         policy = retry_policy(rev.spec)
         wall = wall_seconds(rev.spec)
+        if wall is None and rev.family == QUEUED_BATCH:
+            wall = DEFAULT_WALL_SECONDS
         gpu = gpu_class(rev.spec)
-    except ValueError as exc:
+    except SpecError as exc:
         return Rejection(reasons.WORKLOAD_SPEC_INVALID, str(exc))
     if rev.family != QUEUED_BATCH:
         policy = RetryPolicy(1, 0.0)  # services are reconciled by the Site, never re-attempted here
 
-    in_env = sorted((s for s in inp.sites if s.environment == rev.environment), key=lambda s: s.site_id)
+    in_env = sorted(
+        (s for s in inp.sites if s.environment == rev.environment), key=lambda s: s.site_id
+    )
     if not in_env:
         return Rejection(
             reasons.NO_SITE_FOR_ENVIRONMENT,
@@ -247,18 +279,28 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     if not ready:
         return Wait(reasons.WAIT_SITE_NOT_READY, "no eligible Site is ready")
     if inp.project_run_limit is not None and inp.active_in_project >= inp.project_run_limit:
-        return Wait(reasons.WAIT_CONCURRENT_RUN_LIMIT, "the Project's concurrent-Run limit is reached")
+        return Wait(
+            reasons.WAIT_CONCURRENT_RUN_LIMIT, "the Project's concurrent-Run limit is reached"
+        )
     roomy = [
         s
         for s in ready
-        if s.concurrent_run_limit is None or inp.active_per_site.get(s.site_id, 0) < s.concurrent_run_limit
+        if s.concurrent_run_limit is None
+        or inp.active_per_site.get(s.site_id, 0) < s.concurrent_run_limit
     ]
     if not roomy:
-        return Wait(reasons.WAIT_CONCURRENT_RUN_LIMIT, "every eligible Site is at its concurrent-Run limit")
+        return Wait(
+            reasons.WAIT_CONCURRENT_RUN_LIMIT, "every eligible Site is at its concurrent-Run limit"
+        )
     site = min(roomy, key=lambda s: (inp.active_per_site.get(s.site_id, 0), s.site_id))
     binding = inp.bindings[site.site_id]
     repository = {"url": rev.repository_url, "commit": commit, "branch": rev.branch}
-    member = {"id": inp.member_id, "site_username": binding.site_username, "account": binding.account}
+    pinned = [{"role": "action", **repository}] + pinned_inputs(rev.spec)
+    member = {
+        "id": inp.member_id,
+        "site_username": binding.site_username,
+        "account": binding.account,
+    }
     return Plan(
         site_id=site.site_id,
         environment=rev.environment,
@@ -273,17 +315,25 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
         material_digest=material_digest(rev.spec, repository, member),
         retry=policy,
         wall_seconds=wall,
+        repositories=tuple(pinned),
     )
 
 
-def _site_refusal(site: SiteFacts, binding: Binding | None, wall: int | None, gpu: str | None) -> Rejection | None:
+def _site_refusal(
+    site: SiteFacts, binding: Binding | None, wall: int | None, gpu: str | None
+) -> Rejection | None:
     if binding is None:
-        return Rejection(reasons.MEMBER_BINDING_MISSING, f"the member has no account binding at Site {site.site_id}")
+        return Rejection(
+            reasons.MEMBER_BINDING_MISSING,
+            f"the member has no account binding at Site {site.site_id}",
+        )
     if wall is not None and site.max_wall_seconds is not None and wall > site.max_wall_seconds:
         return Rejection(
             reasons.WALL_TIME_ABOVE_LIMIT,
             f"wall time {wall} s is above Site {site.site_id}'s limit of {site.max_wall_seconds} s",
         )
     if gpu is not None and gpu not in site.gpu_classes:
-        return Rejection(reasons.GPU_CLASS_UNAVAILABLE, f"Site {site.site_id} offers no GPU class {gpu!r}")
+        return Rejection(
+            reasons.GPU_CLASS_UNAVAILABLE, f"Site {site.site_id} offers no GPU class {gpu!r}"
+        )
     return None

@@ -99,52 +99,59 @@ class PostgresSiteStore:
         return (site_streams.c.site_id == stream.site_id) & (
             site_streams.c.environment == stream.environment)
 
-    async def lock_stream(self, stream: StreamKey) -> int:
-        value = (await self.session.execute(
-            select(site_streams.c.acknowledged_sequence)
-            .where(self._stream_where(stream)).with_for_update()
-        )).scalar_one_or_none()
-        return int(value or 0)
-
-    async def acknowledged(self, stream: StreamKey) -> int:
-        value = (await self.session.execute(
-            select(site_streams.c.acknowledged_sequence).where(self._stream_where(stream))
-        )).scalar_one_or_none()
-        return int(value or 0)
-
-    async def command_at(self, stream: StreamKey, sequence: int) -> StoredCommand | None:
+    async def command_for_result(self, command_id: str) -> tuple[StoredCommand, int] | None:
+        # Lock the stream row (not the command) so every result of the stream is
+        # decided after the previous one committed; one round trip.
         row = (await self.session.execute(
-            select(site_commands).where(
+            select(site_commands, site_streams.c.acknowledged_sequence)
+            .join(site_streams, (site_streams.c.site_id == site_commands.c.site_id)
+                  & (site_streams.c.environment == site_commands.c.environment))
+            .where(site_commands.c.command_id == command_id)
+            .with_for_update(of=site_streams)
+        )).first()
+        if row is None:
+            return None
+        return _command(row), int(row.acknowledged_sequence)
+
+    async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
+        next_sequence = (
+            select(site_streams.c.acknowledged_sequence + 1)
+            .where(self._stream_where(stream)).scalar_subquery()
+        )
+        row = (await self.session.execute(
+            update(site_commands).where(
                 (site_commands.c.site_id == stream.site_id)
                 & (site_commands.c.environment == stream.environment)
-                & (site_commands.c.sequence == sequence)
-            )
+                & (site_commands.c.sequence == next_sequence)
+            ).values(
+                first_delivered_at=func.coalesce(site_commands.c.first_delivered_at, func.now()),
+                delivery_count=site_commands.c.delivery_count + 1,
+            ).returning(*site_commands.c)
         )).first()
         return _command(row) if row else None
 
-    async def mark_delivered(self, command_id: str) -> None:
-        await self.session.execute(
-            update(site_commands).where(site_commands.c.command_id == command_id).values(
-                first_delivered_at=func.coalesce(site_commands.c.first_delivered_at, func.now()),
-                delivery_count=site_commands.c.delivery_count + 1,
-            )
-        )
-
     async def save_result(self, command: StoredCommand, result_json: str) -> None:
-        await self.session.execute(
-            update(site_commands).where(
-                (site_commands.c.command_id == command.command_id)
-                & site_commands.c.result_json.is_(None)
-            ).values(result_json=result_json, result_recorded_at=func.now())
-        )
-        # Acknowledgement advances in the same transaction as the result (seed 004 §4A).
-        advanced = await self.session.execute(
-            update(site_streams).where(
-                self._stream_where(command.stream)
-                & (site_streams.c.acknowledged_sequence == command.sequence - 1)
-            ).values(acknowledged_sequence=command.sequence)
-        )
-        if advanced.rowcount != 1:
+        # One statement: the result, the acknowledgement advancing with it (seed 004
+        # §4A: in the same transaction) and the wake-up of long-polls at commit.
+        advanced = (await self.session.execute(text(
+            """
+            WITH saved AS (
+                UPDATE site_commands SET result_json = :result, result_recorded_at = now()
+                WHERE command_id = :command_id AND result_json IS NULL
+                RETURNING site_id, environment, sequence
+            ), acked AS (
+                UPDATE site_streams s SET acknowledged_sequence = saved.sequence
+                FROM saved
+                WHERE s.site_id = saved.site_id AND s.environment = saved.environment
+                  AND s.acknowledged_sequence = saved.sequence - 1
+                RETURNING s.site_id
+            )
+            SELECT count(*) AS n, pg_notify(:channel, :payload) FROM acked
+            """),
+            {"result": result_json, "command_id": command.command_id, "channel": NOTIFY_CHANNEL,
+             "payload": f"{command.stream.site_id}\x1f{command.stream.environment}"},
+        )).first()
+        if advanced is None or advanced.n != 1:
             raise RuntimeError("stream acknowledgement moved under a held lock")
 
     async def add_progress(self, command_id: str, code: str) -> bool:
@@ -194,11 +201,13 @@ class PostgresSiteStore:
             label=grant.label, created_at=grant.created_at, expires_at=grant.expires_at,
         ))
 
-    async def grant_by_hash(self, secret_sha256: str) -> CommandGrant | None:
-        row = (await self.session.execute(
-            select(command_grants).where(command_grants.c.secret_sha256 == secret_sha256)
+    async def grant_by_hash(self, secret_sha256: str) -> tuple[CommandGrant | None, datetime]:
+        now = (await self.session.execute(
+            select(func.now().label("now"), command_grants)
+            .select_from(select(func.now()).subquery().outerjoin(
+                command_grants, command_grants.c.secret_sha256 == secret_sha256))
         )).first()
-        return _grant(row) if row else None
+        return (_grant(now) if now.grant_id is not None else None), now.now
 
     async def revoke_grant(self, grant_id: str) -> bool:
         result = await self.session.execute(

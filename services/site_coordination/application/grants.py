@@ -85,5 +85,5 @@ async def authenticate(store: SiteStore, authorization: str | None) -> CommandGr
     ``-unknown`` / ``-revoked`` / ``-expired``.
     """
     secret = parse_bearer(authorization)
-    grant = await store.grant_by_hash(secret_hash(secret))
-    return check_grant(grant, await store.now())
+    grant, now = await store.grant_by_hash(secret_hash(secret))
+    return check_grant(grant, now)

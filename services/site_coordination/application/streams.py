@@ -84,11 +84,7 @@ async def pull_next(store: SiteStore, stream: StreamKey) -> StoredCommand | None
     """Hand out the command after the last recorded result (the same one again until
     its result is recorded) and mark it delivered; None when the stream has none.
     """
-    acknowledged = await store.acknowledged(stream)
-    command = await store.command_at(stream, acknowledged + 1)
-    if command is not None:
-        await store.mark_delivered(command.command_id)
-    return command
+    return await store.deliver_next(stream)
 
 
 async def _command_in_stream(store: SiteStore, grant: CommandGrant, sequence: int,
@@ -112,16 +108,20 @@ async def record_result(store: SiteStore, events: EventPublisher, grant: Command
     (another stream), :class:`Invalid` ``sequence-mismatch``, :class:`Conflict`
     ``result-conflict`` / ``command-not-delivered`` (seed 004 §4A).
     """
-    command = await _command_in_stream(store, grant, sequence, str(result["command_id"]))
-    # The stream lock serialises concurrent reports so only one result can win.
-    acknowledged = await store.lock_stream(command.stream)
-    command = await store.get_command(command.command_id)
-    assert command is not None
+    # The stream row is locked first: concurrent reports are decided one at a time,
+    # so only one result can ever win.
+    found = await store.command_for_result(str(result["command_id"]))
+    if found is None:
+        raise NotFound("command-not-found", "no command has this command_id")
+    command, acknowledged = found
+    check_scope(grant, command.stream)
+    if command.sequence != sequence:
+        raise Invalid("sequence-mismatch",
+                      f"command {command.command_id} has sequence {command.sequence}, not {sequence}")
     result_json = canonical_json(result)
     if not decide_result(command, acknowledged, result_json):
         return False
     await store.save_result(command, result_json)
-    await store.notify(command.stream)
     await events.publish(
         sc_pb2.SiteCommandResultRecorded(
             command_id=command.command_id, site_id=command.stream.site_id,

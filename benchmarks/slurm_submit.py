@@ -1,0 +1,232 @@
+"""Native Slurm submissions per second: raw slurmrestd vs the Runtime's slurm adaptor (issue 6, item 7).
+
+Both sides submit the same *held* compute jobs (they never run; every one is
+cancelled afterwards) with the same member token and ``--concurrency`` requests
+in flight, on the lab's slurmrestd, in alternating rounds:
+
+* raw: the exact job requests the executor renders, POSTed with httpx;
+* adaptor: the slurm executor's own submission step per job — the request
+  rendered from the saved Attempt, the intent saved in ``jobs.sqlite`` before
+  the POST, the member JWT verified (signature and claims), the POST, the job
+  id saved (``held``).
+
+Preparation (and rendering for the raw side) happens before the clock starts.
+Prints one JSON line: ``{"raw_per_second", "adaptor_per_second", "ratio", ...}``.
+Target: ratio >= 0.8. Needs ``scripts/slurm-lab up``; run as root:
+
+    .venv/bin/python benchmarks/slurm_submit.py --jobs 300 --concurrency 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
+from metallo.identity.verify import MemberCredential
+from site_runtime.adaptors.slurm_chain import SlurmExecutor
+from site_runtime.adaptors.slurm_composition import build_slurm_executor
+from site_runtime.adaptors.slurm_journal import AttemptRow
+from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.application.ports import SiteCommand
+
+LAB = Path("/var/lib/metallo-slurm-lab")
+REST = "http://127.0.0.1:6820"
+
+
+class _FixedToken:
+    """The member-token port, answering with one lab token."""
+
+    def __init__(self, token: str) -> None:
+        self.credential = MemberCredential(token)
+
+    async def member_token(self, attempt_id: str) -> MemberCredential:
+        return self.credential
+
+
+class _NoGrants:
+    """Compute jobs need no repository grant."""
+
+    async def issue(self, attempt_id: str, direction: str):
+        raise RuntimeError("no grant is needed for compute")
+
+    async def release(self, grant_id: str) -> None:
+        return None
+
+
+async def prepared(
+    token: str, prefix: str, count: int, state: Path
+) -> tuple[SlurmExecutor, list[AttemptRow]]:
+    """An executor with ``count`` prepared Attempts whose jobs are named ``<prefix>-a<i>``."""
+    settings = SlurmSettings.from_env(
+        {
+            "SLURM_REST_URL": REST,
+            "SLURM_REST_ALLOW_INSECURE_LOOPBACK": "true",
+            "SLURM_JWT_ISSUER": DEFAULT_ISSUER,
+            "SLURM_JWT_AUTHORIZED_PARTY": DEFAULT_AZP,
+            "SLURM_JWKS_URL": f"file:{LAB / 'issuer' / 'jwks.json'}",
+            "RUNTIME_STATE_DIRECTORY": str(state),
+            "SLURM_NATIVE_NAME_PREFIX": prefix,
+        }
+    )
+    executor = build_slurm_executor(settings, tokens=_FixedToken(token), grants=_NoGrants())
+    attempts = []
+    for i in range(count):
+        command = SiteCommand(
+            sequence=i,
+            command_id=f"prepare-{i}",
+            kind="prepare",
+            site_id="lab-slurm",
+            environment="slurm",
+            run_id="bench",
+            attempt_id=f"a{i}",
+            attempt_number=1,
+            payload={
+                "family": "queued-batch",
+                "material_digest": "sha256:bench",
+                "spec": {
+                    "command": {"argv": ["true"]},
+                    "resources": {"cpus": 1, "memoryMiB": 64, "wallTimeSeconds": 60},
+                },
+                "repository": {"url": "file:///none.git", "commit": "0" * 40, "branch": "main"},
+                "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
+            },
+        )
+        result = await executor.prepare(command)
+        if result.outcome != "succeeded":
+            raise RuntimeError(f"preparation refused: {result.code}")
+        attempts.append(executor.journal.attempt(f"a{i}"))
+    return executor, attempts
+
+
+async def bounded(count: int, concurrency: int, one) -> float:
+    """Run ``one(i)`` for i < count with ``concurrency`` in flight; return elapsed seconds."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(count):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        while True:
+            try:
+                i = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await one(i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - start
+
+
+async def raw_side(token: str, prefix: str, count: int, concurrency: int, state: Path) -> float:
+    executor, attempts = await prepared(token, prefix, count, state)
+    bodies = []
+    for att in attempts:
+        request = executor._render(att, "compute", None)
+        bodies.append(json.dumps({"script": request["script"], "job": request["job"]}))
+    await executor.rest.close()
+    executor.journal.close()
+    headers = {
+        "X-SLURM-USER-NAME": "alice",
+        "X-SLURM-USER-TOKEN": token,
+        "Content-Type": "application/json",
+    }
+    async with httpx.AsyncClient(
+        base_url=REST, timeout=30, trust_env=False, limits=httpx.Limits(max_connections=16)
+    ) as client:
+
+        async def one(i: int) -> None:
+            response = await client.post(
+                "/slurm/v0.0.38/job/submit", content=bodies[i], headers=headers
+            )
+            if response.status_code != 200 or "job_id" not in response.json():
+                raise RuntimeError(f"raw submission failed: HTTP {response.status_code}")
+
+        return await bounded(count, concurrency, one)
+
+
+async def adaptor_side(token: str, prefix: str, count: int, concurrency: int, state: Path) -> float:
+    executor, attempts = await prepared(token, prefix, count, state)
+    credential = MemberCredential(token)
+
+    async def one(i: int) -> None:
+        await executor._post(attempts[i], "compute", None, credential)
+
+    try:
+        return await bounded(count, concurrency, one)
+    finally:
+        await executor.rest.close()
+        executor.journal.close()
+
+
+def cancel(prefix: str) -> None:
+    """Cancel every pending job whose name starts with ``prefix``; wait until none is left."""
+    for _ in range(100):
+        out = subprocess.run(
+            ["squeue", "-h", "-u", "alice", "-t", "PENDING", "-o", "%i %j"],
+            check=False,
+            capture_output=True,
+            text=True,
+        ).stdout
+        fields = (line.split() for line in out.splitlines())
+        ids = [f[0] for f in fields if len(f) == 2 and f[1].startswith(prefix)]
+        if not ids:
+            return
+        subprocess.run(["scancel", *ids], check=False, capture_output=True)
+        time.sleep(0.2)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=300, help="submissions per side (2..2000)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight (1..32)")
+    args = parser.parse_args()
+    half = max(1, min(args.jobs, 2000) // 2)
+    concurrency = max(1, min(args.concurrency, 32))
+    issuer = LabIssuer(LAB / "issuer" / "private.pem", issuer=DEFAULT_ISSUER, azp=DEFAULT_AZP)
+    token, _ = issuer.issue("m-alice", "alice", 600)
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    raw = adaptor = 0.0
+    try:
+        with tempfile.TemporaryDirectory() as state:
+            await raw_side(token, f"{prefix}-w", 10, concurrency, Path(state) / "warm")
+            cancel(prefix)
+            # Alternating rounds, the queue emptied before each, so neither side
+            # meets a longer job table than the other.
+            for r in range(2):
+                raw += await raw_side(
+                    token, f"{prefix}-r{r}", half, concurrency, Path(state) / f"r{r}"
+                )
+                cancel(prefix)
+                adaptor += await adaptor_side(
+                    token, f"{prefix}-p{r}", half, concurrency, Path(state) / f"p{r}"
+                )
+                cancel(prefix)
+    finally:
+        cancel(prefix)
+    count = 2 * half
+    raw_rate, adaptor_rate = count / raw, count / adaptor
+    print(
+        json.dumps(
+            {
+                "benchmark": "slurm_submit",
+                "jobs": count,
+                "concurrency": concurrency,
+                "raw_per_second": round(raw_rate, 1),
+                "adaptor_per_second": round(adaptor_rate, 1),
+                "ratio": round(adaptor_rate / raw_rate, 3),
+                "target_ratio": 0.8,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,47 @@
+"""Entry point of ``metallo`` (pyproject ``[project.scripts]``): runs the command
+tree and turns every failure into a message, a next step and a documented exit
+code (``metallo.cli.exits``)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.render import print_error
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``metallo`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    from metallo.cli.app import app
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = app(args, prog_name="metallo", standalone_mode=False)
+    except CliError as error:
+        print_error(error)
+        return int(error.exit_code)
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print_error(CliError("interrupted", "the request or Run may go on: check it with "
+                             "`metallo run list --active` or `metallo pipeline list`",
+                             Exit.UNCERTAIN))
+        return int(Exit.UNCERTAIN)
+    except typer.TyperException as error:
+        # Usage errors of the (vendored) Click parser: wrong arguments or options.
+        if type(error).__name__ == "NoArgsIsHelpError":
+            error.show()
+            return int(Exit.USAGE)
+        ctx = getattr(error, "ctx", None)
+        if ctx is not None:
+            sys.stderr.write(ctx.get_usage() + "\n")
+        print_error(CliError(error.format_message(), "see `metallo --help` or `metallo COMMAND "
+                             "--help` for the arguments", Exit.USAGE))
+        return int(Exit.USAGE)
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The ``metallo`` command tree (Typer)."""
+
+from __future__ import annotations
+
+import typer
+
+from metallo.cli import actions, grants, pipelines, runs
+
+EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
+          "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
+          "--project/METALLO_PROJECT, METALLO_AMQP_URL, METALLO_CONFIG (docs/quickstart.md).")
+
+app = typer.Typer(name="metallo", no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, epilog=EPILOG,
+                  help="Run research workloads on your Project's Sites.")
+site = typer.Typer(no_args_is_help=True, help="Sites: Runtime command grants.")
+site.add_typer(grants.app, name="grant")
+
+app.add_typer(actions.app, name="action")
+app.add_typer(pipelines.app, name="pipeline")
+app.add_typer(runs.app, name="run")
+app.add_typer(site, name="site")
+
+
+def add_dev_group() -> None:
+    """``metallo dev up|down|status`` (imported lazily: it needs the services' code)."""
+    from metallo.cli import dev
+
+    app.add_typer(dev.app, name="dev")
+
+
+add_dev_group()

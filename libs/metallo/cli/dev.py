@@ -1,0 +1,97 @@
+"""``metallo dev up|down|status``: the development stack (``metallo.devstack``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from metallo.cli import options as opt
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.render import Output, err, out, print_json
+
+app = typer.Typer(no_args_is_help=True, help="The development stack on this machine.")
+
+
+def _say(message: str) -> None:
+    err.print(message, markup=False, highlight=False)
+
+
+@app.command("up")
+def up(executor: Annotated[str, typer.Option(
+           help="auto (slurm when `scripts/slurm-lab status` succeeds), local or slurm")] = "auto",
+       foreground: Annotated[bool, typer.Option(
+           "--foreground", help="stay attached and show every component's log lines")] = False,
+       edge_port: Annotated[int, typer.Option(min=1024, max=65535, help="Site edge port")] = 8443,
+       output: opt.OutputOpt = Output.table) -> None:
+    """Migrate, make certificates and a runtime grant, start the services, the Site edge
+    and one Site Runtime under a supervisor (state in var/dev)."""
+    from metallo.devstack.control import StackError, up as stack_up
+
+    try:
+        state = stack_up(executor, foreground=foreground, edge_port=edge_port, say=_say)
+    except StackError as exc:
+        raise CliError(str(exc), "fix the cause above and run `metallo dev up` again",
+                       Exit.FAILED, code="stack-failed") from None
+    if output is Output.json:
+        print_json(state)
+    elif not foreground:
+        out.print(f"dev stack ready: edge {state.get('edge_url')}, executor "
+                  f"{state.get('executor')}, logs {state.get('logs')}")
+
+
+@app.command("down")
+def down() -> None:
+    """Stop the development stack and revoke its runtime grant."""
+    from metallo.devstack.control import down as stack_down
+
+    stack_down(say=_say)
+
+
+@app.command("status")
+def status(output: opt.OutputOpt = Output.table) -> None:
+    """Say whether the stack runs, and each component's state (exit 3 when not running)."""
+    from metallo.devstack.control import status as stack_status
+
+    state = stack_status()
+    if state is None:
+        if output is Output.json:
+            print_json({"status": "stopped"})
+        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
+                       Exit.NOT_FOUND, code="stack-not-running")
+    if output is Output.json:
+        print_json(state)
+        return
+    out.print(f"dev stack {state['status']} (supervisor pid {state['pid']}, executor "
+              f"{state['executor']}, edge {state['edge_url']})")
+    for name, comp in sorted(state.get("components", {}).items()):
+        out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
+                  f"{comp['restarts']}  {comp['log']}")
+    for name in state.get("missing", []):
+        out.print(f"  {name:<22} not in this checkout")
+
+
+@app.command("publish")
+def publish(directory: Annotated[str, typer.Argument(help="directory to publish")],
+            name: Annotated[str, typer.Option(help="repository name (NAME.git)")] = "demo",
+            output: opt.OutputOpt = Output.table) -> None:
+    """Push DIRECTORY's files as a new commit on main of NAME.git on the lab Git server."""
+    from pathlib import Path
+
+    from metallo.devstack.control import status as stack_status
+    from metallo.devstack.gitrepo import PublishError, publish as publish_repository
+
+    state = stack_status()
+    if state is None:
+        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
+                       Exit.NOT_FOUND, code="stack-not-running")
+    try:
+        url, commit = publish_repository(Path(directory), name, edge_url=state["edge_url"])
+    except (PublishError, OSError) as exc:
+        raise CliError(f"cannot publish {directory}: {exc}",
+                       "check the directory and `metallo dev status`, then retry",
+                       Exit.FAILED, code="publish-failed") from None
+    if output is Output.json:
+        print_json({"repository_url": url, "commit": commit, "branch": "main"})
+    else:
+        out.print(f"{url} main {commit}")

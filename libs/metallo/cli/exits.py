@@ -1,0 +1,80 @@
+"""Exit codes of ``metallo`` and the error every failing command ends with.
+
+| code | meaning |
+| --- | --- |
+| 0 | succeeded (or the read found what was asked) |
+| 1 | the Run or Pipeline failed or was cancelled |
+| 2 | usage or validation error: the request was refused and nothing changed |
+| 3 | not found (Run, Pipeline, repository, branch, action, grant) |
+| 4 | outcome uncertain: no answer in time, or the platform could not be reached |
+
+Every :class:`CliError` carries a ``hint``: what to do next.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """The documented exit codes (module table)."""
+
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    NOT_FOUND = 3
+    UNCERTAIN = 4
+
+
+class CliError(Exception):
+    """A failure to report: ``message`` (what happened), ``hint`` (what to do next),
+    ``code`` (a stable rejection or local code) and the process exit code."""
+
+    def __init__(self, message: str, hint: str, exit_code: Exit = Exit.USAGE, code: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+        self.code = code
+
+
+# Rejection codes that mean "there is no such thing" (exit 3).
+NOT_FOUND_CODES = frozenset({
+    "not-found", "repository-not-found", "branch-not-found", "commit-not-found",
+    "file-not-found", "action-not-found", "run-not-found", "pipeline-not-found",
+    "workload-not-found", "grant-not-found",
+})
+
+# What to do next for well-known rejection codes (seed words; docs of each service).
+HINTS = {
+    "permission-denied": "check --member/--project (METALLO_MEMBER, METALLO_PROJECT); a Project "
+                         "maintainer grants capabilities in the governance file",
+    "governance-unavailable": "the governance file is invalid or unreadable; an operator must fix "
+                              "it (see docs/governance.md), then retry",
+    "invalid-argument": "correct the argument named in the message and run the command again",
+    "actions-invalid": "fix actions.yaml (check it locally with `python -m workload_portfolio "
+                       "check actions.yaml`), push, and run again",
+    "idempotency-conflict": "this --command-id was already used for a different request; "
+                            "leave --command-id out to send a new command",
+    "source-unavailable": "the Git server did not answer in time; run the command again",
+    "repository-not-found": "check the repository URL (and that the platform may read it)",
+    "branch-not-found": "check --branch; `git ls-remote REPO` lists the branches",
+    "commit-not-found": "check the commit; it must be pushed to the repository",
+    "file-not-found": "add actions.yaml at the repository root (docs/actions.md) and push",
+    "action-not-found": "check the action name; `python -m workload_portfolio check actions.yaml` "
+                        "lists the actions",
+    "not-found": "check the id and --project; `metallo run list` / `metallo pipeline list` show "
+                 "what exists",
+    "launch-key-conflict": "this launch key names another Workload revision; use another key",
+}
+
+
+def rejection_exit(code: str) -> Exit:
+    """Exit code for a definite rejection with ``code``: 3 when it means not-found, else 2."""
+    return Exit.NOT_FOUND if code in NOT_FOUND_CODES else Exit.USAGE
+
+
+def rejection_hint(code: str) -> str:
+    """What to do after a rejection with ``code`` (a generic hint for unknown codes)."""
+    return HINTS.get(code, "read the message above, correct the request and run it again; "
+                           "the code is documented in docs/runs.md and docs/actions.md")

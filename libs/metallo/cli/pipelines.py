@@ -1,0 +1,219 @@
+"""``metallo pipeline run|show|stop|list`` (Pipeline Coordination: StartPipeline,
+GetPipeline, StopPipeline, ListPipelines; seed 004 §8A–8E, "Run all in order")."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import uuid
+from typing import Annotated, Optional
+
+import typer
+
+from metallo.cli import options as opt
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.progress import Snapshot, follow, run_line
+from metallo.cli.render import (Output, as_dict, err, key_value_table, out, print_json,
+                                timestamp)
+from metallo.cli.repository import repository_url
+from metallo.cli.settings import Actor, actor, connection
+from metallo.cli.transport import Platform, command_metadata, query_metadata
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+
+app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions in order.")
+
+TERMINAL = {"succeeded", "failed", "stopped"}
+STEP_ENDED = {"succeeded", "failed", "cancelled", "skipped"}
+
+
+def contract():
+    """The generated ``pipeline_coordination_pb2`` module; CliError when not generated."""
+    try:
+        return importlib.import_module("metallo.pipeline_coordination.v1.pipeline_coordination_pb2")
+    except ImportError:
+        raise CliError("the Pipeline Coordination contract is not generated in this checkout",
+                       "run scripts/gen-proto (or pip install -e . again) and retry",
+                       Exit.USAGE, code="contract-missing") from None
+
+
+def pipeline_exit(state: str) -> Exit:
+    """0 succeeded, 1 failed or stopped, 4 not ended yet."""
+    return {"succeeded": Exit.OK, "failed": Exit.FAILED, "stopped": Exit.FAILED}.get(state, Exit.UNCERTAIN)
+
+
+async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
+    """GetPipeline (CliError exit 3 when it does not exist in the Project)."""
+    pc = contract()
+    return await platform.request(pc.GetPipeline(metadata=query_metadata(who),
+                                                 pipeline_id=pipeline_id))
+
+
+def current_step(pipeline):
+    """The step in progress (first not ended), else the last step, else None."""
+    for step in pipeline.steps:
+        if step.state not in STEP_ENDED:
+            return step
+    return pipeline.steps[-1] if len(pipeline.steps) else None
+
+
+async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
+                        timeout: float | None, quiet: bool):
+    """Poll until the Pipeline ends, showing the current step's Run; the final Pipeline."""
+    final: list = []
+
+    async def poll() -> Snapshot:
+        pipeline = await get_pipeline(platform, who, pipeline_id)
+        final[:] = [pipeline]
+        done = pipeline.state in TERMINAL
+        step = current_step(pipeline)
+        if step is None:
+            return Snapshot(f"pipeline {pipeline_id} · {pipeline.state}", done)
+        label = f"pipeline {pipeline.state} · step {step.index}/{len(pipeline.steps)} {step.action} {step.state}"
+        if step.run_id and not done:
+            run = await platform.request(ec.GetRun(metadata=query_metadata(who), run_id=step.run_id))
+            return Snapshot(run_line(run, label), done)
+        return Snapshot(label, done)
+
+    await follow(poll, timeout=timeout, quiet=quiet, what=f"Pipeline {pipeline_id}")
+    return final[0]
+
+
+def print_pipeline(p) -> None:
+    """A Pipeline as a table, then its steps."""
+    out.print(key_value_table(f"Pipeline {p.pipeline_id}", [
+        ("project", p.project), ("repository", p.repository_url), ("branch", p.branch),
+        ("state", p.state), ("desired", p.desired_state), ("commit", p.prepared_commit),
+        ("failed step", p.failed_step or ""), ("reason", p.reason_code), ("message", p.message),
+        ("initiated by", p.initiating_member), ("created", timestamp(p.created_at)),
+        ("ended", timestamp(p.ended_at)), ("stopped by", p.stopped_by),
+    ]))
+    if len(p.steps):
+        from rich.table import Table
+
+        table = Table(title="Steps", title_justify="left")
+        for column in ("#", "action", "state", "run", "input", "output", "reason"):
+            table.add_column(column)
+        for s in p.steps:
+            table.add_row(str(s.index), s.action, s.state, s.run_id, s.pinned_commit[:12],
+                          s.output_commit[:12], s.reason_code)
+        out.print(table)
+
+
+@app.command("run")
+def run_pipeline(
+    repo: Annotated[str, typer.Argument(help="repository: path, file:// or https:// URL")],
+    branch: Annotated[str, typer.Option("--branch", "-b", help="branch whose actions run")] = "main",
+    action: Annotated[Optional[list[str]], typer.Option(
+        "--action", "-a", help="run only these actions, in this order (repeatable)")] = None,
+    member: opt.Member = None, project: opt.Project = None,
+    wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,
+    command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
+) -> None:
+    """Start a Pipeline: every action of the branch in actions.yaml order ("Run all in order")."""
+    pc = contract()
+    who, conn = actor(member, project), connection()
+    url = repository_url(repo)
+    cid = command_id or str(uuid.uuid4())
+
+    async def body():
+        async with Platform(conn) as p:
+            started = await p.request(pc.StartPipeline(
+                metadata=command_metadata(who, cid), repository_url=url, branch=branch,
+                actions=action or []))
+            if output is Output.table:
+                err.print(f"Pipeline {started.pipeline_id} {started.state}", markup=False,
+                          highlight=False)
+            final = (await wait_pipeline(p, who, started.pipeline_id, timeout=timeout, quiet=quiet)
+                     if wait_end else None)
+            return started, final
+
+    started, final = asyncio.run(body())
+    if output is Output.json:
+        print_json({"start": as_dict(started), "pipeline": as_dict(final) if final else None})
+    elif final is not None:
+        print_pipeline(final)
+    else:
+        out.print(started.pipeline_id)
+    raise typer.Exit(pipeline_exit(final.state) if final is not None else Exit.OK)
+
+
+@app.command("show")
+def show(pipeline_id: str, member: opt.Member = None, project: opt.Project = None,
+         output: opt.OutputOpt = Output.table,
+         wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False) -> None:
+    """Show a Pipeline and its steps (with --wait: wait until it ends)."""
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            if wait_end:
+                return await wait_pipeline(p, who, pipeline_id, timeout=timeout, quiet=quiet)
+            return await get_pipeline(p, who, pipeline_id)
+
+    pipeline = asyncio.run(body())
+    if output is Output.json:
+        print_json(as_dict(pipeline))
+    else:
+        print_pipeline(pipeline)
+    if wait_end:
+        raise typer.Exit(pipeline_exit(pipeline.state))
+
+
+@app.command("stop")
+def stop(pipeline_id: str, member: opt.Member = None, project: opt.Project = None,
+         reason: Annotated[str, typer.Option(help="why, for people (≤ 500 characters)")] = "",
+         command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table) -> None:
+    """Stop a Pipeline: launch no further step and cancel its running Runs."""
+    if len(reason) > 500:
+        raise CliError("--reason is longer than 500 characters", "shorten it", Exit.USAGE)
+    pc = contract()
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(pc.StopPipeline(metadata=command_metadata(who, command_id),
+                                                   pipeline_id=pipeline_id, reason=reason))
+
+    reply = asyncio.run(body())
+    if output is Output.json:
+        print_json(as_dict(reply))
+    elif reply.stop_recorded:
+        out.print(f"stop of {pipeline_id} recorded (state {reply.state})")
+    else:
+        out.print(f"{pipeline_id}: already stopping or ended (state {reply.state})")
+
+
+@app.command("list")
+def list_pipelines(member: opt.Member = None, project: opt.Project = None,
+                   output: opt.OutputOpt = Output.table,
+                   state: Annotated[str, typer.Option(help="only Pipelines in this state")] = "",
+                   limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
+                   page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
+    """List the Project's Pipelines, newest first."""
+    pc = contract()
+    from metallo.common.v1 import common_pb2
+
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(pc.ListPipelines(
+                metadata=query_metadata(who), state=state,
+                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+
+    reply = asyncio.run(body())
+    if output is Output.json:
+        print_json({"pipelines": [as_dict(p) for p in reply.pipelines],
+                    "next_page_token": reply.page.next_page_token})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Pipelines of {who.project}", title_justify="left")
+    for column in ("pipeline", "branch", "state", "steps", "created"):
+        table.add_column(column)
+    for p in reply.pipelines:
+        table.add_row(p.pipeline_id, p.branch, p.state,
+                      " → ".join(f"{s.action}:{s.state}" for s in p.steps), timestamp(p.created_at))
+    out.print(table)
+    if reply.page.next_page_token:
+        out.print(f"more: --page-token {reply.page.next_page_token}")

@@ -1,0 +1,79 @@
+"""Output of ``metallo``: results on stdout (a Rich table, or one JSON document with
+``--output json``), progress and errors on stderr so JSON stays machine-readable."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from rich.console import Console
+from rich.table import Table
+
+from metallo.cli.exits import CliError
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+class Output(str, Enum):
+    """``--output`` choices."""
+
+    table = "table"
+    json = "json"
+
+
+def as_dict(message: Message) -> dict[str, Any]:
+    """Every field of ``message`` (defaults included), proto field names, int64 as numbers."""
+    return json_format.MessageToDict(message, always_print_fields_with_no_presence=True,
+                                     preserving_proto_field_name=True,
+                                     unquote_int64_if_possible=True)
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout (sorted keys, no colour, one line)."""
+    sys.stdout.write(json.dumps(value, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def print_error(error: CliError) -> None:
+    """``error: …`` and ``next: …`` on stderr."""
+    err.print(f"[bold red]error:[/] {error.message}", markup=True, highlight=False)
+    err.print(f"[bold]next:[/] {error.hint}", markup=True, highlight=False)
+
+
+def timestamp(value) -> str:
+    """ISO-8601 UTC text of a protobuf Timestamp; '' when unset."""
+    if value is None or (value.seconds == 0 and value.nanos == 0):
+        return ""
+    return value.ToDatetime(tzinfo=timezone.utc).isoformat(timespec="seconds")
+
+
+def seconds_between(start, end=None) -> float | None:
+    """Seconds from Timestamp ``start`` to ``end`` (or now); None when start is unset."""
+    if start is None or (start.seconds == 0 and start.nanos == 0):
+        return None
+    begin = start.ToDatetime(tzinfo=timezone.utc)
+    finish = (end.ToDatetime(tzinfo=timezone.utc)
+              if end is not None and (end.seconds or end.nanos) else datetime.now(timezone.utc))
+    return max(0.0, (finish - begin).total_seconds())
+
+
+def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    """A two-column table of the non-empty ``rows``."""
+    table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        if value not in (None, "", [], {}):
+            table.add_row(key, str(value))
+    return table
+
+
+def native_jobs_text(jobs) -> str:
+    """``stage-in=101 compute=102 …`` for repeated NativeJob."""
+    return " ".join(f"{j.stage}={j.job_id}" for j in jobs)

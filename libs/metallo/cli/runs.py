@@ -1,0 +1,202 @@
+"""``metallo run show|list|wait|cancel|logs`` (Execution Core's GetRun, ListRuns,
+CancelRun; docs/runs.md) and the shared Run waiting used by ``action run --wait``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from typing import Annotated, Optional
+
+from metallo.cli import options as opt
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.progress import Snapshot, follow, run_line
+from metallo.cli.render import (Output, as_dict, key_value_table, native_jobs_text, out,
+                                print_json, seconds_between, timestamp)
+from metallo.cli.settings import Actor, actor, connection
+from metallo.cli.transport import Platform, command_metadata, query_metadata
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+
+app = typer.Typer(no_args_is_help=True, help="Runs: show, list, wait for, cancel, read logs.")
+
+OUTCOME_EXIT = {"succeeded": Exit.OK, "failed": Exit.FAILED, "cancelled": Exit.FAILED}
+MAX_LOG_BYTES = 5 * 1024 * 1024  # seed 001, Private Run log commands: 5 MiB upload cap
+
+
+def outcome_exit(outcome: str) -> Exit:
+    """0 for succeeded, 1 for failed or cancelled (exits.py)."""
+    return OUTCOME_EXIT.get(outcome, Exit.UNCERTAIN)
+
+
+async def get_run(platform: Platform, who: Actor, run_id: str) -> ec.Run:
+    """GetRun; CliError exit 3 when the Run does not exist in the Project."""
+    return await platform.request(ec.GetRun(metadata=query_metadata(who), run_id=run_id))
+
+
+async def wait_run(platform: Platform, who: Actor, run_id: str, *, timeout: float | None,
+                   quiet: bool, step: str = "") -> ec.Run:
+    """Poll the Run until it is terminal, showing progress; the final Run."""
+    final: list[ec.Run] = []
+
+    async def poll() -> Snapshot:
+        run = await get_run(platform, who, run_id)
+        final[:] = [run]
+        return Snapshot(run_line(run, step), run.phase == "terminal")
+
+    await follow(poll, timeout=timeout, quiet=quiet, what=f"Run {run_id}")
+    return final[0]
+
+
+def run_summary(run: ec.Run) -> dict:
+    """The JSON shape of a Run for scripts: every field of the contract message."""
+    return as_dict(run)
+
+
+def print_run(run: ec.Run) -> None:
+    """A Run as a table, then its Attempts."""
+    attempt = run.attempts[-1] if len(run.attempts) else None
+    elapsed = seconds_between(run.accepted_at, run.ended_at)
+    out.print(key_value_table(f"Run {run.run_id}", [
+        ("project", run.project), ("action", run.action), ("action type", run.action_type),
+        ("workload", f"{run.workload_id} r{run.revision}"), ("site", run.site_id),
+        ("phase", run.phase), ("desired", run.desired_state),
+        ("native state", run.native_state), ("observation", run.observation_phase),
+        ("outcome", run.outcome), ("reason", run.reason_code),
+        ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
+        ("input", ", ".join(f"{r.role} {r.url}@{r.commit[:12]}" for r in run.repositories)),
+        ("output commit", run.output_commit), ("endpoint", run.endpoint),
+        ("initiated by", run.initiating_member), ("accepted", timestamp(run.accepted_at)),
+        ("ended", timestamp(run.ended_at)),
+        ("elapsed", f"{elapsed:.1f} s" if elapsed is not None else ""),
+        ("labels", ", ".join(f"{k}={v}" for k, v in sorted(run.labels.items()))),
+        ("cancel reason", run.cancel_reason),
+    ]))
+    if len(run.attempts):
+        from rich.table import Table
+
+        table = Table(title="Attempts", title_justify="left")
+        for column in ("#", "state", "native", "jobs", "exit", "reason"):
+            table.add_column(column)
+        for a in run.attempts:
+            exit_text = ""
+            if a.exit.HasField("exit_code"):
+                exit_text = f"code {a.exit.exit_code}"
+            if a.exit.HasField("signal"):
+                exit_text += f" signal {a.exit.signal}"
+            if a.exit.failure_stage:
+                exit_text += f" at {a.exit.failure_stage}"
+            table.add_row(str(a.number), a.state, a.native_state, native_jobs_text(a.native_jobs),
+                          exit_text.strip(), a.reason_code)
+        out.print(table)
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+@app.command("show")
+def show(run_id: str, member: opt.Member = None, project: opt.Project = None,
+         output: opt.OutputOpt = Output.table) -> None:
+    """Show one Run: phase, native state, jobs, commits, Attempts."""
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await get_run(p, who, run_id)
+
+    run = _run(body())
+    if output is Output.json:
+        print_json(run_summary(run))
+    else:
+        print_run(run)
+
+
+@app.command("list")
+def list_runs(member: opt.Member = None, project: opt.Project = None,
+              output: opt.OutputOpt = Output.table,
+              active: Annotated[bool, typer.Option("--active", help="only Runs not yet ended")] = False,
+              outcome: Annotated[Optional[str], typer.Option(help="succeeded | failed | cancelled")] = None,
+              limit: Annotated[int, typer.Option(min=1, max=200, help="at most this many")] = 50,
+              page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
+    """List the Project's Runs, newest first."""
+    if outcome not in (None, "succeeded", "failed", "cancelled"):
+        raise CliError(f"--outcome {outcome!r} is not succeeded, failed or cancelled",
+                       "pass one of those three", Exit.USAGE)
+    who, conn = actor(member, project), connection()
+    from metallo.common.v1 import common_pb2
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(ec.ListRuns(
+                metadata=query_metadata(who), active_only=active, outcome=outcome or "",
+                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+
+    reply = _run(body())
+    if output is Output.json:
+        print_json({"runs": [run_summary(r) for r in reply.runs],
+                    "next_page_token": reply.page.next_page_token})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Runs of {who.project}", title_justify="left")
+    for column in ("run", "action", "site", "phase", "native", "outcome", "accepted"):
+        table.add_column(column)
+    for r in reply.runs:
+        table.add_row(r.run_id, r.action, r.site_id, r.phase, r.native_state,
+                      r.outcome or "", timestamp(r.accepted_at))
+    out.print(table)
+    if reply.page.next_page_token:
+        out.print(f"more: --page-token {reply.page.next_page_token}")
+
+
+@app.command("wait")
+def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
+         output: opt.OutputOpt = Output.table, timeout: opt.WaitTimeout = None,
+         quiet: opt.Quiet = False) -> None:
+    """Wait for a Run to end, showing progress. Exit 0 succeeded, 1 failed/cancelled."""
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await wait_run(p, who, run_id, timeout=timeout, quiet=quiet)
+
+    run = _run(body())
+    if output is Output.json:
+        print_json(run_summary(run))
+    else:
+        print_run(run)
+    raise typer.Exit(outcome_exit(run.outcome))
+
+
+@app.command("cancel")
+def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
+           reason: Annotated[str, typer.Option(help="why, for people (≤ 500 characters)")] = "",
+           command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
+           wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
+           quiet: opt.Quiet = False) -> None:
+    """Ask a Run to stop. With --wait, wait until it has ended."""
+    if len(reason) > 500:
+        raise CliError("--reason is longer than 500 characters", "shorten it", Exit.USAGE)
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            reply = await p.request(ec.CancelRun(metadata=command_metadata(who, command_id),
+                                                 run_id=run_id, reason=reason))
+            run = await wait_run(p, who, run_id, timeout=timeout, quiet=quiet) if wait_end else None
+            return reply, run
+
+    reply, run = _run(body())
+    if output is Output.json:
+        print_json({"cancel": as_dict(reply), "run": run_summary(run) if run else None})
+    else:
+        if reply.cancel_recorded:
+            out.print(f"cancellation of {run_id} recorded (phase {reply.phase})")
+        elif reply.outcome:
+            out.print(f"{run_id} had already ended: {reply.outcome}")
+        else:
+            out.print(f"{run_id}: a cancellation was already recorded (phase {reply.phase})")
+        if run is not None:
+            print_run(run)
+    if run is not None:
+        raise typer.Exit(Exit.OK if run.outcome in ("cancelled", "succeeded", "failed") else Exit.UNCERTAIN)

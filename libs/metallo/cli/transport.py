@@ -1,0 +1,102 @@
+"""One broker session per CLI invocation: typed requests with every failure
+turned into a :class:`~metallo.cli.exits.CliError` that says what to do next.
+
+Speaks exactly the Go API's contract (DESIGN.md, Messaging): protobuf commands
+and queries to the owner's queues through :class:`~metallo.messaging.RequestClient`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
+from metallo.cli.settings import Actor, Connection, redacted_url
+from metallo.common.v1 import common_pb2
+from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable, Topology
+
+T = TypeVar("T")
+
+
+def command_metadata(who: Actor, command_id: str | None = None) -> common_pb2.CommandMetadata:
+    """CommandMetadata for ``who``; a fresh UUID unless ``command_id`` is given (a retry)."""
+    return common_pb2.CommandMetadata(command_id=command_id or str(uuid.uuid4()),
+                                      acting_member=who.member, project=who.project)
+
+
+def query_metadata(who: Actor) -> common_pb2.QueryMetadata:
+    """QueryMetadata for ``who``."""
+    return common_pb2.QueryMetadata(acting_member=who.member, project=who.project)
+
+
+def derived_command_id(command_id: str, step: str) -> str:
+    """A stable command id for ``step`` of a multi-command operation, so a retry with
+    the same ``--command-id`` replays every step (UUID v5 in the given id's space)."""
+    try:
+        base = uuid.UUID(command_id)
+    except ValueError:
+        raise CliError(f"--command-id {command_id!r} is not a UUID",
+                       "pass the UUID printed by the earlier attempt, or leave it out",
+                       Exit.USAGE) from None
+    return str(uuid.uuid5(base, step))
+
+
+class Platform:
+    """``async with Platform(conn) as p: reply = await p.request(msg)``."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self._client = RequestClient(conn.amqp_url, Topology(prefix=conn.topology_prefix))
+
+    async def __aenter__(self) -> Platform:
+        try:
+            await self._client.start()
+        except Exception as exc:  # aiormq/aio-pika raise several connection error types
+            raise CliError(
+                f"cannot reach RabbitMQ at {redacted_url(self.conn.amqp_url)}: "
+                f"{type(exc).__name__}",
+                "start the platform (`metallo dev up`) or set METALLO_AMQP_URL", Exit.UNCERTAIN,
+                code="broker-unreachable") from None
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self._client.close()
+
+    async def request(self, message: Message, *, timeout: float | None = None) -> Message:
+        """Send a command or query and return the typed reply.
+
+        Raises CliError: a rejection (exit 2, or 3 for not-found codes), no reply in
+        time (exit 4, with the command id to retry safely) or an owner that is not
+        running (exit 4).
+        """
+        try:
+            return await self._client.request(message, timeout=timeout or self.conn.timeout_seconds)
+        except Rejected as exc:
+            details = "".join(f"\n  {k}: {v}" for k, v in sorted(exc.details.items()))
+            raise CliError(f"{exc.code}: {exc.message or 'refused'}{details}",
+                           rejection_hint(exc.code), rejection_exit(exc.code),
+                           code=exc.code) from None
+        except OutcomeUncertain:
+            cid = _command_id(message)
+            retry = (f"run the same command again with --command-id {cid} (safe: the platform "
+                     "returns the saved outcome)") if cid else "run the same read again"
+            raise CliError(f"{message.DESCRIPTOR.name}: no answer within "
+                           f"{timeout or self.conn.timeout_seconds:g} s; the outcome is uncertain",
+                           retry, Exit.UNCERTAIN, code="outcome-uncertain") from None
+        except ServiceUnavailable as exc:
+            raise CliError(str(exc), "start the platform (`metallo dev up`) and run this again; "
+                           "nothing was sent", Exit.UNCERTAIN, code="service-unavailable") from None
+
+
+def _command_id(message: Message) -> str:
+    meta = getattr(message, "metadata", None)
+    return getattr(meta, "command_id", "") if meta is not None else ""
+
+
+async def with_platform(conn: Connection, body: Callable[[Platform], Awaitable[T]]) -> T:
+    """Open a Platform session, run ``body`` with it, close it."""
+    async with Platform(conn) as platform:
+        return await body(platform)

@@ -1,0 +1,37 @@
+"""``python -m metallo.devstack supervise`` — the detached supervisor started by
+``metallo dev up`` (preparation already done by the caller)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from metallo.devstack.components import Options, plan
+from metallo.devstack.layout import Layout
+from metallo.devstack.supervisor import Supervisor
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m metallo.devstack")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sup = sub.add_parser("supervise", help="run the prepared stack until SIGTERM")
+    sup.add_argument("--executor", choices=("local", "slurm"), required=True)
+    sup.add_argument("--edge-port", type=int, default=8443)
+    sup.add_argument("--grant-id", required=True)
+    sup.add_argument("--ca-file", required=True)
+    args = parser.parse_args(argv)
+    import os
+
+    layout = Layout.default()
+    options = Options(executor=args.executor, edge_port=args.edge_port,
+                      amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+    components, missing = plan(layout, options)
+    supervisor = Supervisor(layout, options, components, missing,
+                            {"grant_id": args.grant_id, "ca_file": args.ca_file}, echo=False)
+    return asyncio.run(supervisor.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

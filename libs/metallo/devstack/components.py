@@ -1,0 +1,153 @@
+"""The processes of the development stack and their settings (docs/operators.md
+lists the same variables for real deployments)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metallo.devstack.layout import REPO_ROOT, Layout
+
+SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
+SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Choices of one ``dev up``: executor (local|slurm), edge port, broker, prefix."""
+
+    executor: str
+    edge_port: int = 8443
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    topology_prefix: str = ""
+    site_id: str = "lab-slurm"
+
+    @property
+    def edge_url(self) -> str:
+        return f"https://127.0.0.1:{self.edge_port}"
+
+    @property
+    def git_base(self) -> str:
+        """Base URL of the lab Git server's repositories."""
+        return f"{self.edge_url}/git"
+
+
+@dataclass
+class Component:
+    """One supervised process: ``python -m <module> <args>`` with ``env`` on top of ours."""
+
+    name: str
+    module: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ready: str = "process"          # process | queue:<name> | https:<url>
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", self.module, *self.args]
+
+
+def runnable(module: str) -> bool:
+    """True when ``python -m module`` exists in this checkout (``<module>/__main__.py``)."""
+    try:
+        return importlib.util.find_spec(f"{module}.__main__") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def slurm_lab_running() -> bool:
+    """True when ``scripts/slurm-lab status`` says every lab daemon runs and slurmrestd answers."""
+    script = REPO_ROOT / "scripts" / "slurm-lab"
+    if not script.exists() or shutil.which("scontrol") is None:
+        return False
+    try:
+        done = subprocess.run([str(script), "status"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def common_env(layout: Layout, options: Options) -> dict[str, str]:
+    """Settings every service reads."""
+    return {
+        "PYTHONUNBUFFERED": "1",
+        "METALLO_AMQP_URL": options.amqp_url,
+        "METALLO_TOPOLOGY_PREFIX": options.topology_prefix,
+        "METALLO_GOVERNANCE_FILE": str(REPO_ROOT / "examples" / "governance.yaml"),
+        "METALLO_DEFERRALS_FILE": str(REPO_ROOT / "contracts" / "deferrals.json"),
+    }
+
+
+def issuer_key(options: Options) -> Path | None:
+    """The Slurm lab's RS256 key (slurmctld trusts its JWKS) when the executor is slurm."""
+    key = SLURM_LAB_STATE / "issuer" / "private.pem"
+    return key if options.executor == "slurm" and key.is_file() else None
+
+
+def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
+    """The components to run and the names of those this checkout cannot run yet.
+
+    Order matters: Site Coordination (with the edge and the lab Git server) first,
+    the Site Runtime last; ``down`` stops them in reverse.
+    """
+    env = common_env(layout, options)
+    certs = layout.certs
+    site_coordination = Component(
+        "site_coordination", "site_coordination", ["serve"], {
+            **env,
+            "METALLO_SITE_EDGE_HOST": "127.0.0.1",
+            "METALLO_SITE_EDGE_PORT": str(options.edge_port),
+            "METALLO_SITE_EDGE_TLS_CERT": str(certs / "server.pem"),
+            "METALLO_SITE_EDGE_TLS_KEY": str(certs / "server-key.pem"),
+            "METALLO_LAB_GIT_ROOT": str(layout.git_root),
+            "METALLO_LAB_GIT_OPERATOR_TOKEN_FILE": str(layout.secrets / "git-operator-token"),
+            "METALLO_LAB_ISSUER_DIR": str(layout.issuer),
+            "METALLO_LAB_ISSUER_URL": f"{options.edge_url}/lab-issuer",
+            **({"METALLO_LAB_ISSUER_KEY": str(issuer_key(options))} if issuer_key(options) else {}),
+        }, ready=f"https:{options.edge_url}/healthz")
+    workload_portfolio = Component(
+        "workload_portfolio", "workload_portfolio", ["serve"], {
+            **env,
+            "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
+            "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
+        }, ready="queue:workload_portfolio.commands")
+    execution_core = Component("execution_core", "execution_core", [], dict(env),
+                               ready="queue:execution_core.commands")
+    pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
+                                      dict(env), ready="queue:pipeline_coordination.commands")
+    runtime = runtime_component(layout, options)
+    components, missing = [], []
+    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):
+        if runnable(c.module):
+            components.append(c)
+        else:
+            missing.append(c.name)
+    return components, missing
+
+
+def runtime_component(layout: Layout, options: Options) -> Component:
+    """The one Site Runtime, pulling the ``(site_id, environment=slurm)`` stream."""
+    state = layout.runtime / options.executor
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "SITE_API_URL": options.edge_url,
+        "SITE_API_CA_FILE": str(layout.certs / "ca.pem"),
+        "SITE_API_CREDENTIAL_FILE": str(layout.secrets / "runtime-grant"),
+        "RUNTIME_EXECUTOR": options.executor,
+        "RUNTIME_STATE_DIRECTORY": str(state),
+        "REPOSITORY_CA_FILE": str(layout.certs / "ca.pem"),
+    }
+    if options.executor == "slurm":
+        env.update({
+            "SLURM_REST_URL": "http://127.0.0.1:6820",
+            "SLURM_REST_ALLOW_INSECURE_LOOPBACK": "true",
+            "SLURM_JWT_ISSUER": f"{options.edge_url}/lab-issuer",
+            "SLURM_JWT_AUTHORIZED_PARTY": "metallo-site-runtime",
+            "SLURM_JWKS_URL": f"file:{SLURM_LAB_STATE / 'issuer' / 'jwks.json'}",
+            "SLURM_WORKSPACE_ROOT": str(SLURM_LAB_STATE / "workspaces"),
+        })
+    return Component("site_runtime", "site_runtime", [], env)

@@ -1,0 +1,181 @@
+"""``dev up`` / ``dev down`` / ``dev status``: prepare, start the supervisor (in the
+foreground or detached), wait until the stack is ready, stop it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from metallo.devstack.components import Options, plan, slurm_lab_running
+from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.devstack.prepare import PrepareError, prepare, revoke_runtime_grant
+from metallo.devstack.supervisor import Supervisor
+
+UP_TIMEOUT_SECONDS = 240.0
+DOWN_TIMEOUT_SECONDS = 90.0
+
+
+class StackError(Exception):
+    """``dev up``/``down`` failed; the message says what to do next."""
+
+
+def read_state(layout: Layout) -> dict | None:
+    """The state file's content, or None when there is none (or it is unreadable)."""
+    try:
+        return json.loads(layout.state_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def process_alive(pid: int | None, needle: str) -> bool:
+    """True when ``pid`` runs and its command line contains ``needle`` (so a reused
+    pid of another programme is never signalled)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return needle in cmdline
+
+
+def running_supervisor(layout: Layout) -> dict | None:
+    """The state of a live supervisor, or None."""
+    state = read_state(layout)
+    if state and process_alive(state.get("pid"), "metallo.devstack"):
+        return state
+    return None
+
+
+def choose_executor(requested: str) -> str:
+    """``auto`` → ``slurm`` when the Slurm lab runs, else ``local``."""
+    if requested == "auto":
+        return "slurm" if slurm_lab_running() else "local"
+    if requested not in ("local", "slurm"):
+        raise StackError(f"unknown executor {requested!r}: use local, slurm or auto")
+    if requested == "slurm" and not slurm_lab_running():
+        raise StackError("the Slurm lab is not running: start it with `scripts/slurm-lab up` "
+                         "(as root), or use --executor local")
+    return requested
+
+
+def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 8443,
+       say=print) -> dict:
+    """Prepare and start the stack; returns the state when ready.
+
+    Raises StackError (with the next step) when a precondition fails or a component
+    does not become ready (the stack is then stopped again).
+    """
+    layout = Layout.default()
+    live = running_supervisor(layout)
+    if live is not None:
+        say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
+            f"{live['executor']}); `metallo dev down` stops it")
+        return live
+    chosen = choose_executor(executor)
+    options = Options(executor=chosen, edge_port=edge_port,
+                      amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+    components, missing = plan(layout, options)
+    for name in missing:
+        say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
+    say(f"executor: {chosen}")
+    try:
+        prepared = asyncio.run(prepare(layout, options, say=say))
+    except PrepareError as exc:
+        raise StackError(str(exc)) from None
+    extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
+             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if foreground:
+        supervisor = Supervisor(layout, options, components, missing, extra, echo=True)
+        code = asyncio.run(supervisor.run())
+        asyncio.run(revoke_runtime_grant(prepared.grant_id))
+        if code:
+            raise StackError(f"the stack did not become ready; see {layout.stack_log}")
+        return read_state(layout) or {}
+    argv = [sys.executable, "-m", "metallo.devstack", "supervise", "--executor", chosen,
+            "--edge-port", str(edge_port), "--grant-id", prepared.grant_id,
+            "--ca-file", str(prepared.ca_file)]
+    layout.logs.mkdir(parents=True, exist_ok=True)
+    with open(layout.logs / "supervisor.out", "ab") as out:
+        proc = subprocess.Popen(argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    say(f"supervisor pid {proc.pid}; logs: {layout.stack_log}")
+    deadline = time.monotonic() + UP_TIMEOUT_SECONDS
+    shown: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        state = read_state(layout)
+        if state and state.get("pid") == proc.pid:
+            for name, comp in state.get("components", {}).items():
+                if shown.get(name) != comp["state"]:
+                    shown[name] = comp["state"]
+                    say(f"  {name:<22} {comp['state']}")
+            if state["status"] == "ready":
+                return state
+            if state["status"] in ("failed", "stopped"):
+                break
+        if proc.poll() is not None:
+            break
+    tail = tail_lines(layout.stack_log, 25)
+    down(say=lambda _m: None)
+    raise StackError("the dev stack did not become ready (it was stopped again). Last log "
+                     f"lines:\n{tail}\nfull log: {layout.stack_log}")
+
+
+def tail_lines(path: Path, count: int) -> str:
+    """The last ``count`` lines of a text file ('' when missing)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-count:])
+    except OSError:
+        return ""
+
+
+def down(say=print) -> bool:
+    """Stop the supervisor (it stops the children), revoke the runtime grant; True when
+    something was running."""
+    layout = Layout.default()
+    state = read_state(layout)
+    if state is None:
+        say("the dev stack is not running (no state file)")
+        return False
+    pid = state.get("pid")
+    was_running = process_alive(pid, "metallo.devstack")
+    if was_running:
+        say(f"stopping the dev stack (supervisor pid {pid})")
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + DOWN_TIMEOUT_SECONDS
+        while process_alive(pid, "metallo.devstack") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if process_alive(pid, "metallo.devstack"):
+            say("the supervisor did not stop in time; killing its process group")
+            os.killpg(pid, signal.SIGKILL)
+    # Children left by a supervisor that was killed: stop them by their recorded pid.
+    for name, comp in (state.get("components") or {}).items():
+        if process_alive(comp.get("pid"), name):
+            say(f"stopping leftover {name} (pid {comp['pid']})")
+            os.kill(comp["pid"], signal.SIGTERM)
+            was_running = True
+    grant_id = state.get("grant_id")
+    if grant_id:
+        try:
+            if asyncio.run(revoke_runtime_grant(grant_id)):
+                say(f"revoked runtime grant {grant_id}")
+        except Exception as exc:  # database down: the grant expires on its own
+            say(f"could not revoke runtime grant {grant_id} ({type(exc).__name__}); it expires "
+                "by itself, or revoke it with `metallo site grant revoke`")
+    state.update(status="stopped", pid=None)
+    layout.state_file.write_text(json.dumps(state, indent=2, sort_keys=True))
+    say("the dev stack is stopped")
+    return was_running
+
+
+def status() -> dict | None:
+    """The state of the running stack, or None."""
+    return running_supervisor(Layout.default())

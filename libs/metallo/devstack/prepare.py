@@ -1,0 +1,175 @@
+"""Everything ``dev up`` does before starting processes: reach PostgreSQL and
+RabbitMQ, migrate each service database, make the development TLS certificate,
+the lab Git operator token and Git credentials, and a ``psb_`` command grant for
+the Site Runtime (seed 004 §4B). Idempotent except the grant (a new one each up;
+``down`` revokes it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from metallo.devstack.components import Options, runnable
+from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
+
+GRANT_SECONDS = 7 * 86400  # a dev grant outlives a working week, never a dev machine's year
+
+
+class PrepareError(Exception):
+    """A precondition failed; the message says what to do."""
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when a TCP connection to host:port succeeds within ``timeout`` seconds."""
+    with socket.socket() as s:
+        s.settimeout(timeout)
+        return s.connect_ex((host, port)) == 0
+
+
+def check_infrastructure() -> None:
+    """PostgreSQL on 127.0.0.1:5432 and RabbitMQ on 127.0.0.1:5672 must answer."""
+    if not port_open("127.0.0.1", 5432):
+        raise PrepareError("PostgreSQL is not answering on 127.0.0.1:5432: start it (scripts/demo "
+                           "does; or `docker compose up -d postgres`)")
+    if not port_open("127.0.0.1", 5672):
+        raise PrepareError("RabbitMQ is not answering on 127.0.0.1:5672: start it (scripts/demo "
+                           "does; or `docker compose up -d rabbitmq`)")
+
+
+async def migrate_all() -> list[str]:
+    """Migrate the database of every service present in this checkout; their names."""
+    from metallo.persistence.engine import database_url
+    from metallo.persistence.migrations import migrate
+
+    done = []
+    for service in ("site_coordination", "workload_portfolio", "execution_core",
+                    "pipeline_coordination"):
+        migrations = REPO_ROOT / "services" / service / "migrations"
+        if not (migrations / "env.py").exists() or not runnable(service):
+            continue
+        await migrate(database_url(service), migrations)
+        done.append(service)
+    return done
+
+
+def ensure_certificates(layout: Layout) -> Path:
+    """The development CA and server certificate for 127.0.0.1/localhost; the CA path."""
+    from site_coordination.adaptors.edge.tls import make_dev_certificates
+
+    ca = layout.certs / "ca.pem"
+    if not (ca.exists() and (layout.certs / "server.pem").exists()
+            and (layout.certs / "server-key.pem").exists()):
+        make_dev_certificates(layout.certs)
+    return ca
+
+
+def ensure_git_credentials(layout: Layout, options: Options) -> None:
+    """The lab Git operator token (Site Coordination) and the same credential for the
+    Workload Portfolio, which reads actions.yaml from the lab Git server."""
+    token_file = layout.secrets / "git-operator-token"
+    if not token_file.exists():
+        write_secret(token_file, secrets.token_urlsafe(32))
+    token = token_file.read_text(encoding="utf-8").strip()
+    write_secret(layout.secrets / "git-credentials.json", json.dumps(
+        {f"127.0.0.1:{options.edge_port}": {"username": "operator", "secret": token}}))
+
+
+@asynccontextmanager
+async def _site_transactions():
+    from metallo.persistence.engine import create_engine, session_factory
+    from site_coordination.adaptors.postgres_store import PostgresSiteStore
+    from site_coordination.adaptors.settings import Settings
+
+    engine = create_engine(Settings.from_environment().database_url, pool_size=1)
+    sessions = session_factory(engine)
+
+    @asynccontextmanager
+    async def transaction():
+        async with sessions.begin() as session:
+            yield PostgresSiteStore(session)
+
+    try:
+        yield transaction
+    finally:
+        await engine.dispose()
+
+
+async def create_runtime_grant(layout: Layout, options: Options) -> str:
+    """A new ``psb_`` grant for (site, slurm) written to ``secrets/runtime-grant`` (0600);
+    returns its grant id."""
+    from site_coordination.application.grants import create_command_grant
+
+    async with _site_transactions() as transaction:
+        issued = await create_command_grant(transaction, options.site_id, "slurm", GRANT_SECONDS,
+                                            "metallo dev up: Site Runtime")
+    write_secret(layout.secrets / "runtime-grant", issued.secret + "\n")
+    return issued.grant.grant_id
+
+
+async def revoke_runtime_grant(grant_id: str) -> bool:
+    """Revoke the dev stack's runtime grant (True when it was active)."""
+    from site_coordination.application.grants import revoke_command_grant
+
+    async with _site_transactions() as transaction:
+        return await revoke_command_grant(transaction, grant_id)
+
+
+EVENT_TAP_MAX_MESSAGES = 10000
+
+
+async def ensure_event_tap(options: Options) -> str:
+    """Declare the durable ``metallo.events.tap`` queue bound to every event (``#``),
+    keeping the newest EVENT_TAP_MAX_MESSAGES (older ones are dropped).
+
+    Why: the outbox relay publishes events ``mandatory`` and treats an event no queue
+    is bound for as unroutable, retrying it and holding back later messages of the
+    same aggregate (e.g. ``RunAccepted``, which no service consumes, blocks the Run's
+    ``AppendSiteCommand``). The tap makes every event routable and gives operators a
+    window on recent events (``rabbitmqadmin get queue=metallo.events.tap``).
+    """
+    import aio_pika
+
+    from metallo.messaging import Topology
+
+    topology = Topology(prefix=options.topology_prefix)
+    name = f"{options.topology_prefix}metallo.events.tap"
+    connection = await aio_pika.connect(options.amqp_url, timeout=10)
+    async with connection:
+        channel = await connection.channel()
+        exchange = await channel.declare_exchange(topology.events_exchange,
+                                                  aio_pika.ExchangeType.TOPIC, durable=True)
+        queue = await channel.declare_queue(name, durable=True, arguments={
+            "x-max-length": EVENT_TAP_MAX_MESSAGES, "x-overflow": "drop-head"})
+        await queue.bind(exchange, routing_key="#")
+    return name
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` made: migrated services, CA file, runtime grant id."""
+
+    migrated: list[str]
+    ca_file: Path
+    grant_id: str
+
+
+async def prepare(layout: Layout, options: Options, say=print) -> Prepared:
+    """Run every preparation step, reporting each through ``say``."""
+    layout.make()
+    check_infrastructure()
+    say("migrating the service databases")
+    migrated = await migrate_all()
+    say(f"migrated: {', '.join(migrated) or 'none'}")
+    tap = await ensure_event_tap(options)
+    say(f"event tap queue: {tap}")
+    ca = await asyncio.to_thread(ensure_certificates, layout)
+    say(f"development CA: {ca}")
+    ensure_git_credentials(layout, options)
+    grant_id = await create_runtime_grant(layout, options)
+    say(f"runtime command grant {grant_id} for {options.site_id}/slurm")
+    return Prepared(migrated, ca, grant_id)

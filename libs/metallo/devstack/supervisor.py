@@ -1,0 +1,257 @@
+"""The supervised process tree of the development stack.
+
+Each component runs as a child process; its stdout and stderr lines are prefixed
+with its name and written to ``logs/stack.log``, ``logs/<name>.log`` and (in the
+foreground) the terminal. A child that exits while the stack runs is restarted
+after a growing pause (1, 2, 4 … 30 s); after 5 restarts within 120 s it is left
+stopped and marked ``failed``. SIGTERM/SIGINT stop the children in reverse start
+order (SIGTERM, then SIGKILL after 15 s). ``state.json`` says what runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import ssl
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from metallo.devstack.components import Component, Options
+from metallo.devstack.layout import REPO_ROOT, Layout
+
+STOP_GRACE_SECONDS = 15.0
+MAX_RESTARTS = 5
+RESTART_WINDOW_SECONDS = 120.0
+READY_TIMEOUT_SECONDS = 90.0
+WIDTH = 22
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Child:
+    """Runtime facts of one component."""
+
+    component: Component
+    process: asyncio.subprocess.Process | None = None
+    state: str = "starting"         # starting | ready | restarting | failed | stopped
+    restarts: list[float] = field(default_factory=list)
+    reader: asyncio.Task | None = None
+
+
+class Supervisor:
+    """Runs ``components`` until :meth:`stop`; writes ``state.json`` on every change."""
+
+    def __init__(self, layout: Layout, options: Options, components: list[Component],
+                 missing: list[str], extra_state: dict, echo: bool):
+        self.layout = layout
+        self.options = options
+        self.children = [Child(c) for c in components]
+        self.missing = missing
+        self.extra_state = extra_state
+        self.echo = echo
+        self.stopping = asyncio.Event()
+        self.status = "starting"
+        self._log = open(layout.stack_log, "a", encoding="utf-8", buffering=1)
+
+    # ------------------------------------------------------------------ logging
+    def line(self, name: str, text: str) -> None:
+        """One prefixed line to the stack log, the component log and maybe the terminal."""
+        prefixed = f"{name:<{WIDTH}}| {text}"
+        self._log.write(prefixed + "\n")
+        if self.echo:
+            sys.stdout.write(prefixed + "\n")
+            sys.stdout.flush()
+
+    def write_state(self) -> None:
+        state = {
+            "pid": os.getpid(), "status": self.status, "updated_at": now_iso(),
+            "executor": self.options.executor, "edge_url": self.options.edge_url,
+            "git_base": self.options.git_base, "site_id": self.options.site_id,
+            "amqp_url": self.options.amqp_url, "topology_prefix": self.options.topology_prefix,
+            "missing": self.missing, "logs": str(self.layout.logs),
+            "components": {c.component.name: {
+                "pid": c.process.pid if c.process and c.process.returncode is None else None,
+                "state": c.state, "restarts": len(c.restarts),
+                "log": str(self.layout.logs / f"{c.component.name}.log")} for c in self.children},
+            **self.extra_state,
+        }
+        tmp = self.layout.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        tmp.replace(self.layout.state_file)
+
+    # ---------------------------------------------------------------- processes
+    async def _spawn(self, child: Child) -> None:
+        c = child.component
+        env = {**os.environ, **c.env}
+        child.process = await asyncio.create_subprocess_exec(
+            *c.argv(), env=env, cwd=str(REPO_ROOT),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        self.line("supervisor", f"started {c.name} (pid {child.process.pid})")
+        child.reader = asyncio.create_task(self._pump(child, child.process))
+
+    async def _pump(self, child: Child, process: asyncio.subprocess.Process) -> None:
+        path = self.layout.logs / f"{child.component.name}.log"
+        with open(path, "a", encoding="utf-8", buffering=1) as own:
+            assert process.stdout is not None
+            async for raw in process.stdout:
+                text = raw.decode("utf-8", "replace").rstrip("\n")
+                own.write(text + "\n")
+                self.line(child.component.name, text)
+
+    async def _watch(self, child: Child) -> None:
+        """Restart ``child`` when it exits while the stack runs (bounded, with backoff)."""
+        while not self.stopping.is_set():
+            assert child.process is not None
+            code = await child.process.wait()
+            if child.reader:
+                await child.reader
+            if self.stopping.is_set():
+                return
+            now = time.monotonic()
+            child.restarts = [t for t in child.restarts if now - t < RESTART_WINDOW_SECONDS]
+            if len(child.restarts) >= MAX_RESTARTS:
+                child.state = "failed"
+                self.line("supervisor", f"{child.component.name} exited with {code} "
+                          f"{MAX_RESTARTS} times in {RESTART_WINDOW_SECONDS:.0f} s: left stopped; "
+                          f"see {self.layout.logs / (child.component.name + '.log')}")
+                self.write_state()
+                return
+            pause = min(30.0, 2.0 ** len(child.restarts))
+            child.restarts.append(now)
+            child.state = "restarting"
+            self.line("supervisor", f"{child.component.name} exited with {code}; restarting "
+                      f"in {pause:.0f} s")
+            self.write_state()
+            try:
+                await asyncio.wait_for(self.stopping.wait(), pause)
+                return
+            except asyncio.TimeoutError:
+                pass
+            await self._spawn(child)
+            child.state = "starting"
+            asyncio.create_task(self._mark_ready(child))
+
+    # ---------------------------------------------------------------- readiness
+    async def _ready(self, component: Component) -> bool:
+        kind, _, target = component.ready.partition(":")
+        if kind == "queue":
+            return await queue_exists(self.options.amqp_url, self.options.topology_prefix + target)
+        if kind == "https":
+            return await https_ok(target, self.layout.certs / "ca.pem")
+        return True
+
+    async def _mark_ready(self, child: Child) -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            proc = child.process
+            if proc is None or proc.returncode is not None:
+                return False
+            if await self._ready(child.component):
+                # A process-only check needs a moment alive to mean anything.
+                if child.component.ready == "process":
+                    await asyncio.sleep(2.0)
+                    if proc.returncode is not None:
+                        return False
+                child.state = "ready"
+                self.line("supervisor", f"{child.component.name} ready")
+                self.write_state()
+                return True
+            await asyncio.sleep(0.5)
+        return False
+
+    # ------------------------------------------------------------------- run
+    async def run(self) -> int:
+        """Start every component in order (each ready before the next), supervise until
+        a stop signal; 0 after a clean stop, 1 when the stack never became ready."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        self.write_state()
+        watchers = []
+        ok = True
+        for child in self.children:
+            if self.stopping.is_set():
+                break
+            await self._spawn(child)
+            watchers.append(asyncio.create_task(self._watch(child)))
+            if not await self._mark_ready(child):
+                ok = False
+                self.line("supervisor", f"{child.component.name} did not become ready within "
+                          f"{READY_TIMEOUT_SECONDS:.0f} s; see "
+                          f"{self.layout.logs / (child.component.name + '.log')}")
+                break
+        self.status = "ready" if ok and not self.stopping.is_set() else "failed"
+        self.write_state()
+        if ok:
+            self.line("supervisor", "stack ready" + (f" (not in this checkout: "
+                      f"{', '.join(self.missing)})" if self.missing else ""))
+            await self.stopping.wait()
+        self.stopping.set()
+        await self.stop_children()
+        for w in watchers:
+            w.cancel()
+        self.status = "stopped"
+        self.write_state()
+        self._log.close()
+        return 0 if ok else 1
+
+    async def stop_children(self) -> None:
+        """SIGTERM in reverse order, each given STOP_GRACE_SECONDS, then SIGKILL."""
+        for child in reversed(self.children):
+            proc = child.process
+            if proc is None or proc.returncode is not None:
+                child.state = "stopped"
+                continue
+            self.line("supervisor", f"stopping {child.component.name} (pid {proc.pid})")
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_GRACE_SECONDS)
+            except asyncio.TimeoutError:
+                self.line("supervisor", f"{child.component.name} ignored SIGTERM; killing it")
+                proc.kill()
+                await proc.wait()
+            if child.reader:
+                await asyncio.gather(child.reader, return_exceptions=True)
+            child.state = "stopped"
+            self.write_state()
+
+
+async def queue_exists(amqp_url: str, queue: str) -> bool:
+    """True when RabbitMQ has ``queue`` (a passive declare on a throw-away channel)."""
+    import aio_pika
+
+    try:
+        connection = await aio_pika.connect(amqp_url, timeout=5)
+    except Exception:  # broker down or refusing: simply not ready yet
+        return False
+    try:
+        channel = await connection.channel()
+        await channel.declare_queue(queue, passive=True)
+        return True
+    except Exception:  # aiormq ChannelNotFoundEntity: not declared yet
+        return False
+    finally:
+        await connection.close()
+
+
+async def https_ok(url: str, ca_file: Path) -> bool:
+    """True when GET ``url`` answers 200 over TLS verified against ``ca_file``."""
+    import httpx
+
+    if not ca_file.exists():
+        return False
+    try:
+        context = ssl.create_default_context(cafile=str(ca_file))
+        async with httpx.AsyncClient(verify=context, timeout=3, trust_env=False) as client:
+            return (await client.get(url)).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,189 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from metallo.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartPipeline(_message.Message):
+    __slots__ = ("metadata", "repository_url", "branch", "actions")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_URL_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    repository_url: str
+    branch: str
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StartPipelineReply(_message.Message):
+    __slots__ = ("pipeline_id", "state")
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    pipeline_id: str
+    state: str
+    def __init__(self, pipeline_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class StopPipeline(_message.Message):
+    __slots__ = ("metadata", "pipeline_id", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    pipeline_id: str
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., pipeline_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class StopPipelineReply(_message.Message):
+    __slots__ = ("pipeline_id", "stop_recorded", "state", "version")
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    pipeline_id: str
+    stop_recorded: bool
+    state: str
+    version: int
+    def __init__(self, pipeline_id: _Optional[str] = ..., stop_recorded: _Optional[bool] = ..., state: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetPipeline(_message.Message):
+    __slots__ = ("metadata", "pipeline_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    pipeline_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., pipeline_id: _Optional[str] = ...) -> None: ...
+
+class ListPipelines(_message.Message):
+    __slots__ = ("metadata", "page", "state")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    page: _common_pb2.PageRequest
+    state: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., page: _Optional[_Union[_common_pb2.PageRequest, _Mapping]] = ..., state: _Optional[str] = ...) -> None: ...
+
+class ListPipelinesReply(_message.Message):
+    __slots__ = ("pipelines", "page")
+    PIPELINES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    pipelines: _containers.RepeatedCompositeFieldContainer[Pipeline]
+    page: _common_pb2.PageInfo
+    def __init__(self, pipelines: _Optional[_Iterable[_Union[Pipeline, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
+
+class PipelineStep(_message.Message):
+    __slots__ = ("index", "action", "workload_id", "prepared_revision", "revision", "family", "environment", "service_kind", "state", "pinned_commit", "run_id", "launch_key", "launch_command_id", "run_outcome", "reason_code", "message", "output_commit", "endpoint", "launch_attempt", "started_at", "ended_at")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_KIND_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PINNED_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    action: str
+    workload_id: str
+    prepared_revision: int
+    revision: int
+    family: str
+    environment: str
+    service_kind: str
+    state: str
+    pinned_commit: str
+    run_id: str
+    launch_key: str
+    launch_command_id: str
+    run_outcome: str
+    reason_code: str
+    message: str
+    output_commit: str
+    endpoint: str
+    launch_attempt: int
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Pipeline(_message.Message):
+    __slots__ = ("pipeline_id", "project", "initiating_member", "repository_url", "branch", "requested_actions", "state", "desired_state", "prepared_commit", "failed_step", "reason_code", "message", "steps", "start_command_id", "stopped_by", "stop_reason", "created_at", "updated_at", "ended_at", "version")
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_URL_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_STATE_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_STEP_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    START_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    pipeline_id: str
+    project: str
+    initiating_member: str
+    repository_url: str
+    branch: str
+    requested_actions: _containers.RepeatedScalarFieldContainer[str]
+    state: str
+    desired_state: str
+    prepared_commit: str
+    failed_step: int
+    reason_code: str
+    message: str
+    steps: _containers.RepeatedCompositeFieldContainer[PipelineStep]
+    start_command_id: str
+    stopped_by: str
+    stop_reason: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    version: int
+    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., initiating_member: _Optional[str] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., requested_actions: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., desired_state: _Optional[str] = ..., prepared_commit: _Optional[str] = ..., failed_step: _Optional[int] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., start_command_id: _Optional[str] = ..., stopped_by: _Optional[str] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PipelineCompleted(_message.Message):
+    __slots__ = ("pipeline_id", "project", "outcome", "failed_step", "failed_action", "reason_code", "initiating_member", "steps")
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    FAILED_STEP_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ACTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    pipeline_id: str
+    project: str
+    outcome: str
+    failed_step: int
+    failed_action: str
+    reason_code: str
+    initiating_member: str
+    steps: _containers.RepeatedCompositeFieldContainer[PipelineStep]
+    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., failed_step: _Optional[int] = ..., failed_action: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,66 @@
+"""Run Execution Core: ``python -m execution_core`` (DESIGN.md; docs/runs.md, Operating).
+
+Environment:
+
+- ``METALLO_EXECUTION_CORE_DATABASE_URL`` or ``METALLO_POSTGRES_URL`` — PostgreSQL
+  (database ``metallo_execution_core``; migrated to head at start);
+- ``METALLO_AMQP_URL`` — RabbitMQ (default ``amqp://guest:guest@127.0.0.1:5672/``);
+- ``METALLO_GOVERNANCE_FILE`` — the governance file (default ``examples/governance.yaml``);
+- ``METALLO_TOPOLOGY_PREFIX`` — optional prefix of exchange and queue names;
+- ``METALLO_EXECUTION_CORE_*`` — timing (see ``application/settings.py``).
+
+Starts the CommandServer (LaunchRun, CancelRun, GetRun, ListRuns), the
+EventConsumer (Site command results), the OutboxRelay, the launch worker and the
+Run Supervisor, and stops them cleanly on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from metallo.governance import GovernanceFile
+from metallo.messaging import Topology
+from metallo.persistence.engine import create_engine, database_url
+from metallo.persistence.migrations import migrate
+
+from execution_core.adaptors.governance_authority import GovernanceAuthority
+from execution_core.adaptors.service import ExecutionCore
+from execution_core.application.settings import Settings
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+async def main() -> None:
+    """Migrate, start every part, wait for a stop signal, stop."""
+    logging.basicConfig(level=os.environ.get("METALLO_LOG_LEVEL", "INFO"))
+    url = database_url("execution_core")
+    await migrate(url, MIGRATIONS)
+    engine = create_engine(url)
+    service = ExecutionCore(
+        engine=engine,
+        amqp_url=os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        topology=Topology(prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", "")),
+        authority=GovernanceAuthority(
+            GovernanceFile(os.environ.get("METALLO_GOVERNANCE_FILE", "examples/governance.yaml"))
+        ),
+        settings=Settings.from_env(),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await service.start()
+    logging.getLogger("execution_core").info("Execution Core started")
+    try:
+        await stop.wait()
+    finally:
+        await service.stop()
+        await engine.dispose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

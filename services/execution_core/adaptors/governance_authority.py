@@ -1,0 +1,53 @@
+"""Project-authority port over the development governance file (DESIGN.md, External owners).
+
+Every call reads :meth:`metallo.governance.GovernanceFile.current`, which
+re-reads the file when it changed, so a permission removed by the operator is
+refused on the very next request (seed 004, Run access: never a cached verdict).
+"""
+
+from __future__ import annotations
+
+from metallo.governance import Governance, GovernanceError, GovernanceFile
+
+from execution_core.application.ports import AuthorityUnavailable
+from execution_core.domain.planning import Binding, SiteFacts
+
+
+class GovernanceAuthority:
+    """:class:`~execution_core.application.ports.ProjectAuthority` backed by a GovernanceFile."""
+
+    def __init__(self, governance: GovernanceFile):
+        self.governance = governance
+
+    def _current(self) -> Governance:
+        try:
+            return self.governance.current()
+        except (GovernanceError, OSError) as exc:
+            raise AuthorityUnavailable(f"governance file unreadable: {exc}") from exc
+
+    def has_capability(self, project: str, member: str, capability: str) -> bool:
+        return self._current().has_capability(project, member, capability)
+
+    def project_exists(self, project: str) -> bool:
+        return self._current().project(project) is not None
+
+    def project_run_limit(self, project: str) -> int | None:
+        p = self._current().project(project)
+        return None if p is None else p.concurrent_run_limit
+
+    def sites_for(self, project: str) -> list[SiteFacts]:
+        return [
+            SiteFacts(
+                site_id=site.id,
+                environment=site.environment,
+                ready=site.ready,
+                max_wall_seconds=site.max_wall_seconds,
+                gpu_classes=dict(site.gpu_classes),
+                concurrent_run_limit=site.concurrent_run_limit,
+            )
+            for site in self._current().sites_for(project)
+        ]
+
+    def binding(self, member: str, site_id: str) -> Binding | None:
+        b = self._current().binding(member, site_id)
+        return None if b is None else Binding(site_username=b.site_username, account=b.account)

@@ -1,0 +1,208 @@
+"""PostgreSQL implementation of :class:`~execution_core.application.ports.RunStore`.
+
+Versioned writes (``version = expected``) give the optimistic checks of seed 004
+§4D; lease-held writes (:func:`metallo.persistence.leases.held`) give the
+fencing of §3D/§4E. Both are evaluated by PostgreSQL in the UPDATE itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from execution_core.adaptors.tables import attempts, runs, site_commands
+from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
+
+Row = dict[str, Any]
+
+
+def _row(r) -> Row | None:
+    return None if r is None else dict(r._mapping)
+
+
+class SqlRunStore:
+    """Runs, Attempts and Site commands in Execution Core's database."""
+
+    async def now(self, session: AsyncSession) -> datetime:
+        return (await session.execute(select(func.now()))).scalar_one()
+
+    async def insert_run(self, session: AsyncSession, values: Row) -> None:
+        await session.execute(insert(runs).values(**values))
+
+    async def find_run(
+        self, session: AsyncSession, run_id: str, *, for_update: bool = False
+    ) -> Row | None:
+        stmt = select(runs).where(runs.c.run_id == run_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return _row((await session.execute(stmt)).first())
+
+    async def find_by_launch_key(
+        self, session: AsyncSession, project: str, launch_key: str
+    ) -> Row | None:
+        stmt = select(runs).where(runs.c.project == project, runs.c.launch_key == launch_key)
+        return _row((await session.execute(stmt)).first())
+
+    async def update_run(
+        self,
+        session: AsyncSession,
+        run_id: str,
+        expected_version: int,
+        values: Row,
+        *,
+        claim: Claim | None = None,
+        release: bool = False,
+    ) -> bool:
+        cond = and_(runs.c.run_id == run_id, runs.c.version == expected_version)
+        if claim is not None:
+            cond = and_(cond, held(runs, claim))
+        values = {**values, "version": runs.c.version + 1, "updated_at": func.now()}
+        if release:
+            values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
+        result = await session.execute(update(runs).where(cond).values(**values))
+        return result.rowcount == 1
+
+    async def claim_for_planning(
+        self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
+    ) -> list[Claim]:
+        ready = and_(runs.c.phase == PHASE_ACCEPTED, runs.c.next_wake_at <= func.now())
+        return await claim_rows(
+            session,
+            runs,
+            ready=ready,
+            owner=owner,
+            lease_seconds=lease_seconds,
+            limit=limit,
+            order_by=runs.c.next_wake_at,
+        )
+
+    async def claim_for_supervision(
+        self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
+    ) -> list[Claim]:
+        ready = and_(
+            runs.c.phase != PHASE_ACCEPTED,
+            runs.c.phase != PHASE_TERMINAL,
+            runs.c.next_wake_at <= func.now(),
+        )
+        return await claim_rows(
+            session,
+            runs,
+            ready=ready,
+            owner=owner,
+            lease_seconds=lease_seconds,
+            limit=limit,
+            order_by=runs.c.next_wake_at,
+        )
+
+    async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
+        result = await session.execute(
+            update(runs)
+            .where(held(runs, claim))
+            .values(lease_owner=None, lease_token=None, lease_expires_at=None, **values)
+        )
+        if result.rowcount != 1:
+            raise LeaseLost(f"lease on run {claim.key} generation {claim.generation} lost")
+
+    async def count_active(self, session: AsyncSession, project: str) -> tuple[int, dict[str, int]]:
+        active = and_(runs.c.phase != PHASE_ACCEPTED, runs.c.phase != PHASE_TERMINAL)
+        in_project = (
+            await session.execute(
+                select(func.count()).select_from(runs).where(active, runs.c.project == project)
+            )
+        ).scalar_one()
+        per_site = {
+            r.site_id: r.n
+            for r in (
+                await session.execute(
+                    select(runs.c.site_id, func.count().label("n"))
+                    .where(active)
+                    .group_by(runs.c.site_id)
+                )
+            ).all()
+        }
+        return int(in_project), per_site
+
+    async def lock_admission(self, session: AsyncSession, project: str) -> None:
+        # One admission lock for every Project: Site limits span Projects.
+        await session.execute(
+            select(func.pg_advisory_xact_lock(func.hashtextextended("execution_core:admission", 0)))
+        )
+
+    async def insert_attempt(self, session: AsyncSession, values: Row) -> None:
+        await session.execute(insert(attempts).values(**values))
+
+    async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None:
+        await session.execute(
+            update(attempts).where(attempts.c.attempt_id == attempt_id).values(**values)
+        )
+
+    async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        stmt = select(attempts).where(attempts.c.run_id == run_id).order_by(attempts.c.number)
+        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
+
+    async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
+        stmt = (
+            select(site_commands)
+            .where(site_commands.c.attempt_id == attempt_id)
+            .order_by(site_commands.c.seq)
+        )
+        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
+
+    async def insert_command(self, session: AsyncSession, values: Row) -> Row:
+        stmt = insert(site_commands).values(**values).returning(site_commands)
+        return dict((await session.execute(stmt)).one()._mapping)
+
+    async def find_command(
+        self, session: AsyncSession, command_id: str, *, for_update: bool = False
+    ) -> Row | None:
+        stmt = select(site_commands).where(site_commands.c.command_id == command_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return _row((await session.execute(stmt)).first())
+
+    async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None:
+        await session.execute(
+            update(site_commands)
+            .where(site_commands.c.command_id == command_id, site_commands.c.outcome.is_(None))
+            .values(result_at=func.now(), **values)
+        )
+
+    async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
+        await session.execute(
+            update(site_commands)
+            .where(site_commands.c.command_id == command_id, site_commands.c.sequence.is_(None))
+            .values(sequence=sequence)
+        )
+
+    async def list_runs(
+        self,
+        session: AsyncSession,
+        project: str,
+        *,
+        workload_id: str,
+        phase: str,
+        outcome: str,
+        active_only: bool,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Row]:
+        stmt = select(runs).where(runs.c.project == project)
+        if workload_id:
+            stmt = stmt.where(runs.c.workload_id == workload_id)
+        if phase:
+            stmt = stmt.where(runs.c.phase == phase)
+        if outcome:
+            stmt = stmt.where(runs.c.outcome == outcome)
+        if active_only:
+            stmt = stmt.where(runs.c.phase != PHASE_TERMINAL)
+        if after is not None:
+            at, run_id = after
+            stmt = stmt.where(
+                or_(runs.c.accepted_at < at, and_(runs.c.accepted_at == at, runs.c.run_id < run_id))
+            )
+        stmt = stmt.order_by(runs.c.accepted_at.desc(), runs.c.run_id.desc()).limit(limit)
+        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]

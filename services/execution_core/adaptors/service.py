@@ -1,0 +1,99 @@
+"""The assembled Execution Core process: every moving part with start/stop.
+
+Used by ``python -m execution_core`` and by the integration tests (which run
+several instances against one database to race and restart them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from metallo.messaging import (
+    CommandServer,
+    EventConsumer,
+    Outbox,
+    OutboxRelay,
+    RequestClient,
+    Topology,
+)
+from metallo.persistence.engine import session_factory
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from execution_core.adaptors.messaging import register_events, register_requests
+from execution_core.adaptors.run_store import SqlRunStore
+from execution_core.adaptors.workload_portfolio import PortfolioRevisions
+from execution_core.application.faults import FaultHook, no_fault
+from execution_core.application.launch_worker import LaunchWorker
+from execution_core.application.ports import ProjectAuthority
+from execution_core.application.settings import Settings
+from execution_core.application.supervisor import RunSupervisor
+
+CONTEXT = "execution_core"
+
+
+@dataclass
+class ExecutionCore:
+    """One Execution Core process. ``parts`` selects what runs (all by default)."""
+
+    engine: AsyncEngine
+    amqp_url: str
+    topology: Topology
+    authority: ProjectAuthority
+    settings: Settings = field(default_factory=Settings)
+    parts: frozenset[str] = frozenset({"server", "consumer", "relay", "launch", "supervisor"})
+    fault: FaultHook = no_fault
+    relay_poll_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.store = SqlRunStore()
+        self.outbox = Outbox(self.topology)
+        self.sessions = session_factory(self.engine)
+        self.client = RequestClient(self.amqp_url, self.topology)
+        self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
+        register_requests(self.server, self.store, self.authority, self.outbox)
+        self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
+        register_events(self.consumer, self.store)
+        self.relay = OutboxRelay(
+            self.engine,
+            self.amqp_url,
+            self.topology,
+            owner=CONTEXT,
+            poll_seconds=self.relay_poll_seconds,
+        )
+        self.launch_worker = LaunchWorker(
+            self.sessions,
+            self.store,
+            self.authority,
+            PortfolioRevisions(self.client, timeout=self.settings.workload_query_timeout_seconds),
+            self.outbox,
+            self.settings,
+            fault=self.fault,
+        )
+        self.supervisor = RunSupervisor(
+            self.sessions, self.store, self.outbox, self.settings, fault=self.fault
+        )
+        self._started: list = []
+
+    async def start(self) -> None:
+        """Start the selected parts (the relay first, so replies can flow)."""
+        order = [
+            ("relay", self.relay),
+            ("server", self.server),
+            ("consumer", self.consumer),
+            ("launch", self.client),
+            ("launch", self.launch_worker),
+            ("supervisor", self.supervisor),
+        ]
+        for name, part in order:
+            if name in self.parts:
+                await part.start()
+                self._started.append(part)
+
+    async def stop(self) -> None:
+        """Stop what was started, newest first."""
+        while self._started:
+            part = self._started.pop()
+            if isinstance(part, RequestClient):
+                await part.close()
+            else:
+                await part.stop()

@@ -1,0 +1,160 @@
+"""PostgreSQL tables of Execution Core (database ``metallo_execution_core``).
+
+- ``runs``: one row per accepted launch — the request, the initiating member,
+  the planning verdict, the immutable execution specification and target, the
+  state dimensions (seed 002 §9.2), cancellation, and the fenced lease used by
+  the launch worker (phase ``accepted``) and the Run Supervisor (later phases);
+- ``attempts``: one row per Attempt with its material digest and native facts;
+- ``site_commands``: every Site command, persisted before it is dispatched,
+  with the result Site Coordination recorded for it;
+- the messaging tables (outbox, inbox, command receipts).
+"""
+
+from __future__ import annotations
+
+from metallo.messaging.schema import add_messaging_tables
+from metallo.persistence.leases import lease_columns
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+add_messaging_tables(metadata)
+
+
+def _now_column(name: str, nullable: bool = False) -> Column:
+    return Column(
+        name,
+        DateTime(timezone=True),
+        nullable=nullable,
+        server_default=None if nullable else func.now(),
+    )
+
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("project", Text, nullable=False),
+    Column("workload_id", Text, nullable=False),
+    Column("revision", BigInteger, nullable=False),
+    Column("initiating_member", Text, nullable=False),
+    Column("launch_command_id", Text, nullable=False, unique=True),
+    Column("launch_key", Text),
+    Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("repository_commit", Text, nullable=False, server_default=""),
+    # Planned execution specification and target (immutable once planned).
+    Column("action", Text, nullable=False, server_default=""),
+    Column("action_type", Text, nullable=False, server_default=""),
+    Column("environment", Text, nullable=False, server_default=""),
+    Column("family", Text, nullable=False, server_default=""),
+    Column("service_kind", Text, nullable=False, server_default=""),
+    Column("site_id", Text, nullable=False, server_default=""),
+    Column("spec", JSONB),
+    Column("spec_digest", Text, nullable=False, server_default=""),
+    Column("repositories", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("material", JSONB),  # prepare/apply payload without deadline
+    Column("material_digest", Text, nullable=False, server_default=""),
+    Column("max_attempts", Integer, nullable=False, server_default="1"),
+    Column("backoff_seconds", Float, nullable=False, server_default="0"),
+    # State dimensions (seed 002 §9.2).
+    Column("desired_state", Text, nullable=False, server_default="run"),
+    Column("cancel_origin", Text, nullable=False, server_default=""),
+    Column("cancel_reason", Text, nullable=False, server_default=""),
+    Column("cancelled_by", Text, nullable=False, server_default=""),
+    Column("cancel_command_id", Text),
+    _now_column("cancel_requested_at", nullable=True),
+    Column("phase", Text, nullable=False, server_default="accepted"),
+    Column("native_state", Text, nullable=False, server_default=""),
+    Column("observation_phase", Text, nullable=False, server_default=""),
+    Column("observation_confidence", Text, nullable=False, server_default="none"),
+    Column("exit", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("outcome", Text, nullable=False, server_default=""),
+    Column("reason_code", Text, nullable=False, server_default=""),
+    Column("output_commit", Text, nullable=False, server_default=""),
+    Column("endpoint", Text, nullable=False, server_default=""),
+    Column("current_attempt_id", Text),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("started", Boolean, nullable=False, server_default=text("false")),
+    # Planning retries (seed 004 §3D: a temporary failure keeps a durable retry time).
+    Column("planning_tries", Integer, nullable=False, server_default="0"),
+    Column("planning_wait_code", Text, nullable=False, server_default=""),
+    Column("planning_error", Text, nullable=False, server_default=""),
+    # Supervisor scheduling on PostgreSQL's clock.
+    _now_column("next_wake_at"),
+    _now_column("retry_at", nullable=True),
+    _now_column("accepted_at"),
+    _now_column("planned_at", nullable=True),
+    _now_column("started_at", nullable=True),
+    _now_column("ended_at", nullable=True),
+    _now_column("updated_at"),
+    Column("version", BigInteger, nullable=False, server_default="1"),
+    *lease_columns(),
+    Index("runs_due", "next_wake_at", postgresql_where=text("phase <> 'terminal'")),
+    Index("runs_project_listing", "project", "accepted_at", "run_id"),
+    Index(
+        "runs_launch_key",
+        "project",
+        "launch_key",
+        unique=True,
+        postgresql_where=text("launch_key IS NOT NULL"),
+    ),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("attempt_id", Text, primary_key=True),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("state", Text, nullable=False, server_default="pending"),
+    Column("material_digest", Text, nullable=False),
+    Column("native_jobs", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("native_state", Text, nullable=False, server_default=""),
+    Column("observation_phase", Text, nullable=False, server_default=""),
+    Column("exit", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("reason_code", Text, nullable=False, server_default=""),
+    _now_column("created_at"),
+    Column("dispatch_deadline", DateTime(timezone=True), nullable=False),
+    _now_column("started_at", nullable=True),
+    _now_column("ended_at", nullable=True),
+    UniqueConstraint("run_id", "number", name="attempts_run_number"),
+)
+
+site_commands = Table(
+    "site_commands",
+    metadata,
+    Column("seq", BigInteger, Identity(always=True), nullable=False, unique=True),
+    Column("command_id", Text, primary_key=True),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False),
+    Column("attempt_id", Text, ForeignKey("attempts.attempt_id"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("site_id", Text, nullable=False),
+    Column("environment", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    _now_column("created_at"),
+    Column("sequence", BigInteger),  # the Site stream's number, once appended
+    Column("outcome", Text),  # succeeded | refused, once the result is recorded
+    Column("code", Text),
+    Column("result", JSONB),
+    _now_column("result_at", nullable=True),
+    # A command is decided once: one prepare/start/cancel/… per Attempt, numbered observes.
+    UniqueConstraint("attempt_id", "kind", "ordinal", name="site_commands_once"),
+    Index("site_commands_by_attempt", "attempt_id", "seq"),
+)

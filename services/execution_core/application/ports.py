@@ -1,0 +1,170 @@
+"""Ports of Execution Core (seed 004 §3A–3D, Run access; DESIGN.md, External owners).
+
+- :class:`ProjectAuthority` — current Project permissions, provisioned Sites and
+  limits, member account bindings (Beto/Waldur; development adaptor: the
+  governance file).
+- :class:`WorkloadRevisions` — the exact Workload revision (Workload Portfolio's
+  ``GetWorkloadRevision`` query).
+- :class:`RunStore` — Execution Core's own PostgreSQL rows.
+- :class:`MessageOutbox` — events and Site commands written in the caller's
+  transaction (the transactional outbox).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from google.protobuf.message import Message
+from metallo.persistence.leases import Claim
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from execution_core.domain.planning import Binding, RevisionFacts, SiteFacts
+
+
+class AuthorityUnavailable(Exception):
+    """The Project authority cannot answer now (e.g. an invalid governance file); retry later."""
+
+
+class RevisionNotFound(Exception):
+    """Workload Portfolio definitely has no such revision for this Project (a definite answer)."""
+
+
+class RevisionUnavailable(Exception):
+    """Workload Portfolio did not answer in time or refused for a temporary reason; retry later."""
+
+
+class ProjectAuthority(Protocol):
+    """Current answers of the Project authority. Every call reads the current state.
+
+    Methods raise :class:`AuthorityUnavailable` when no trustworthy answer exists.
+    """
+
+    def has_capability(self, project: str, member: str, capability: str) -> bool:
+        """Whether ``member`` holds ``capability`` (e.g. ``runs.launch``) in ``project`` now."""
+        ...
+
+    def project_exists(self, project: str) -> bool:
+        """Whether the Project is known."""
+        ...
+
+    def project_run_limit(self, project: str) -> int | None:
+        """The Project's concurrent-Run limit (None = unlimited)."""
+        ...
+
+    def sites_for(self, project: str) -> list[SiteFacts]:
+        """The Project's provisioned Sites with readiness and limits."""
+        ...
+
+    def binding(self, member: str, site_id: str) -> Binding | None:
+        """The member's account binding at the Site, or None."""
+        ...
+
+
+class WorkloadRevisions(Protocol):
+    """Reads exact Workload revisions from their owner."""
+
+    async def get(
+        self, project: str, member: str, workload_id: str, revision: int
+    ) -> RevisionFacts:
+        """Return the revision; raise RevisionNotFound or RevisionUnavailable."""
+        ...
+
+
+class MessageOutbox(Protocol):
+    """Writes outgoing messages into the caller's transaction (metallo.messaging.Outbox)."""
+
+    async def publish_event(
+        self, session: AsyncSession, message: Message, *, aggregate_id: str
+    ) -> Any: ...
+
+    async def send_command(
+        self, session: AsyncSession, message: Message, *, aggregate_id: str
+    ) -> Any: ...
+
+
+Row = dict[str, Any]
+
+
+class RunStore(Protocol):
+    """Execution Core's rows. Every method runs in the caller's transaction."""
+
+    async def now(self, session: AsyncSession) -> datetime:
+        """PostgreSQL's ``now()`` — the only clock used for leases and deadlines."""
+        ...
+
+    async def insert_run(self, session: AsyncSession, values: Row) -> None: ...
+
+    async def find_run(
+        self, session: AsyncSession, run_id: str, *, for_update: bool = False
+    ) -> Row | None: ...
+
+    async def find_by_launch_key(
+        self, session: AsyncSession, project: str, launch_key: str
+    ) -> Row | None: ...
+
+    async def update_run(
+        self,
+        session: AsyncSession,
+        run_id: str,
+        expected_version: int,
+        values: Row,
+        *,
+        claim: Claim | None = None,
+        release: bool = False,
+    ) -> bool:
+        """Write ``values`` and bump the version when the version (and the claim) still hold."""
+        ...
+
+    async def claim_for_planning(
+        self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
+    ) -> list[Claim]: ...
+
+    async def claim_for_supervision(
+        self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
+    ) -> list[Claim]: ...
+
+    async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
+        """Free the lease (fenced) without touching the version."""
+        ...
+
+    async def count_active(self, session: AsyncSession, project: str) -> tuple[int, dict[str, int]]:
+        """(active planned Runs in the Project, active Runs per Site across Projects)."""
+        ...
+
+    async def lock_admission(self, session: AsyncSession, project: str) -> None:
+        """Serialise admission decisions (limits) until the transaction ends."""
+        ...
+
+    async def insert_attempt(self, session: AsyncSession, values: Row) -> None: ...
+
+    async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None: ...
+
+    async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]: ...
+
+    async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]: ...
+
+    async def insert_command(self, session: AsyncSession, values: Row) -> Row: ...
+
+    async def find_command(
+        self, session: AsyncSession, command_id: str, *, for_update: bool = False
+    ) -> Row | None: ...
+
+    async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None: ...
+
+    async def record_sequence(
+        self, session: AsyncSession, command_id: str, sequence: int
+    ) -> None: ...
+
+    async def list_runs(
+        self,
+        session: AsyncSession,
+        project: str,
+        *,
+        workload_id: str,
+        phase: str,
+        outcome: str,
+        active_only: bool,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Row]: ...

@@ -1,0 +1,274 @@
+"""LaunchRun, CancelRun, GetRun and ListRuns (seed 004 §3B, §7C, Run access).
+
+Each function runs inside the transaction the CommandServer opens for the
+command (with its receipt and reply) or for the query. A definite refusal
+raises :class:`metallo.messaging.Rejected` with a stable code, which rolls the
+transaction's writes back and is saved for the command_id.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from datetime import datetime
+
+from metallo.execution_core.v1 import execution_core_pb2 as pb
+from metallo.messaging import Rejected
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from execution_core.application.ports import MessageOutbox, ProjectAuthority, RunStore
+from execution_core.application.projection import run_completed, run_message
+from execution_core.domain import reasons
+from execution_core.domain import states as s
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+MAX_LABELS = 16
+MAX_LABEL_VALUE = 200
+MAX_REASON = 500
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise Rejected(reasons.INVALID_ARGUMENT, message)
+
+
+def _check_permission(
+    authority: ProjectAuthority, project: str, member: str, capability: str
+) -> None:
+    """Ask the Project authority now (never cached as a verdict: seed 004, Run access)."""
+    if not authority.has_capability(project, member, capability):
+        raise Rejected(
+            reasons.PERMISSION_DENIED,
+            f"member {member} does not hold {capability} in Project {project}",
+            {"capability": capability},
+        )
+
+
+async def launch_run(
+    session: AsyncSession,
+    cmd: pb.LaunchRun,
+    *,
+    store: RunStore,
+    authority: ProjectAuthority,
+    outbox: MessageOutbox,
+) -> pb.LaunchRunReply:
+    """Accept a launch: check ``runs.launch`` now, record the request and the member.
+
+    Returns the new Run's id in phase ``accepted`` (planning follows in the
+    launch worker). With a ``launch_key`` already used in the Project for the
+    same workload and revision, returns that Run; for another one raises
+    Rejected ``launch-key-conflict``. Raises Rejected ``invalid-argument`` or
+    ``permission-denied``.
+    """
+    meta = cmd.metadata
+    _require(bool(_ID.match(meta.project)), "metadata.project is required")
+    _require(bool(_ID.match(meta.acting_member)), "metadata.acting_member is required")
+    _require(bool(_ID.match(cmd.workload_id)), "workload_id is required (≤ 200 characters)")
+    _require(cmd.revision >= 1, "revision must be ≥ 1")
+    _require(len(cmd.launch_key) <= 200, "launch_key is longer than 200 characters")
+    _require(
+        not cmd.repository_commit or bool(_COMMIT.match(cmd.repository_commit)),
+        "repository_commit must be 40 hex",
+    )
+    _require(len(cmd.labels) <= MAX_LABELS, f"at most {MAX_LABELS} labels")
+    for k, v in cmd.labels.items():
+        _require(
+            bool(_LABEL_KEY.match(k)) and len(v) <= MAX_LABEL_VALUE,
+            f"label {k[:64]!r} is not acceptable",
+        )
+    _check_permission(authority, meta.project, meta.acting_member, "runs.launch")
+
+    if cmd.launch_key:
+        existing = await store.find_by_launch_key(session, meta.project, cmd.launch_key)
+        if existing is not None:
+            same = (
+                existing["workload_id"] == cmd.workload_id
+                and existing["revision"] == cmd.revision
+                and existing["repository_commit"] == cmd.repository_commit
+            )
+            if not same:
+                raise Rejected(
+                    reasons.LAUNCH_KEY_CONFLICT,
+                    f"launch_key {cmd.launch_key!r} already launched another revision or commit",
+                    {"run_id": existing["run_id"]},
+                )
+            return pb.LaunchRunReply(
+                run_id=existing["run_id"], phase=existing["phase"], version=existing["version"]
+            )
+
+    run_id = str(uuid.uuid4())
+    labels = dict(cmd.labels)
+    await store.insert_run(
+        session,
+        {
+            "run_id": run_id,
+            "project": meta.project,
+            "workload_id": cmd.workload_id,
+            "revision": cmd.revision,
+            "initiating_member": meta.acting_member,
+            "launch_command_id": meta.command_id,
+            "launch_key": cmd.launch_key or None,
+            "labels": labels,
+            "repository_commit": cmd.repository_commit,
+            "phase": s.PHASE_ACCEPTED,
+            "desired_state": s.DESIRED_RUN,
+        },
+    )
+    await outbox.publish_event(
+        session,
+        pb.RunAccepted(
+            run_id=run_id,
+            project=meta.project,
+            workload_id=cmd.workload_id,
+            revision=cmd.revision,
+            initiating_member=meta.acting_member,
+            launch_command_id=meta.command_id,
+            launch_key=cmd.launch_key,
+            labels=labels,
+        ),
+        aggregate_id=f"run:{run_id}",
+    )
+    return pb.LaunchRunReply(run_id=run_id, phase=s.PHASE_ACCEPTED, version=1)
+
+
+async def cancel_run(
+    session: AsyncSession,
+    cmd: pb.CancelRun,
+    *,
+    store: RunStore,
+    authority: ProjectAuthority,
+    outbox: MessageOutbox,
+) -> pb.CancelRunReply:
+    """Save the first accepted cancellation on the Run and wake its supervisor (seed 004 §7C).
+
+    A Run still waiting for planning ends at once (``cancelled-before-start``,
+    with RunCompleted in this transaction). A Run already cancelling or ended
+    changes nothing (``cancel_recorded`` false). Raises Rejected
+    ``invalid-argument``, ``not-found`` (also for another Project's Run) or
+    ``permission-denied``.
+    """
+    meta = cmd.metadata
+    _require(bool(_ID.match(meta.project)), "metadata.project is required")
+    _require(bool(_ID.match(meta.acting_member)), "metadata.acting_member is required")
+    _require(bool(_ID.match(cmd.run_id)), "run_id is required")
+    _require(len(cmd.reason) <= MAX_REASON, f"reason is longer than {MAX_REASON} characters")
+    _check_permission(authority, meta.project, meta.acting_member, "runs.cancel")
+    run = await store.find_run(session, cmd.run_id, for_update=True)
+    if run is None or run["project"] != meta.project:
+        raise Rejected(reasons.NOT_FOUND, f"no Run {cmd.run_id} in Project {meta.project}")
+
+    def reply(r: dict, recorded: bool) -> pb.CancelRunReply:
+        return pb.CancelRunReply(
+            run_id=r["run_id"],
+            cancel_recorded=recorded,
+            desired_state=r["desired_state"],
+            phase=r["phase"],
+            outcome=r["outcome"],
+            version=r["version"],
+        )
+
+    if run["phase"] == s.PHASE_TERMINAL or run["desired_state"] == s.DESIRED_CANCEL:
+        return reply(run, False)
+    now = await store.now(session)
+    values = {
+        "desired_state": s.DESIRED_CANCEL,
+        "cancel_origin": "member",
+        "cancel_reason": cmd.reason,
+        "cancelled_by": meta.acting_member,
+        "cancel_command_id": meta.command_id,
+        "cancel_requested_at": now,
+        "next_wake_at": now,  # wakes the supervisor in the same transaction
+    }
+    if run["phase"] == s.PHASE_ACCEPTED:
+        values.update(
+            phase=s.PHASE_TERMINAL,
+            outcome=s.OUTCOME_CANCELLED,
+            reason_code=reasons.CANCELLED_BEFORE_START,
+            ended_at=now,
+        )
+    if not await store.update_run(session, run["run_id"], run["version"], values):
+        raise RuntimeError(
+            f"run {run['run_id']} changed under its row lock"
+        )  # cannot happen; retried
+    updated = {**run, **values, "version": run["version"] + 1}
+    if updated["phase"] == s.PHASE_TERMINAL:
+        await outbox.publish_event(
+            session, run_completed(updated), aggregate_id=f"run:{run['run_id']}"
+        )
+    return reply(updated, True)
+
+
+async def get_run(
+    session: AsyncSession, q: pb.GetRun, *, store: RunStore, authority: ProjectAuthority
+) -> pb.Run:
+    """The Run with its Attempts and native identities; needs ``runs.read`` (else permission-denied).
+
+    A Run of another Project is ``not-found``.
+    """
+    meta = q.metadata
+    _require(
+        bool(_ID.match(meta.project)) and bool(_ID.match(meta.acting_member)),
+        "metadata is incomplete",
+    )
+    _require(bool(_ID.match(q.run_id)), "run_id is required")
+    _check_permission(authority, meta.project, meta.acting_member, "runs.read")
+    run = await store.find_run(session, q.run_id)
+    if run is None or run["project"] != meta.project:
+        raise Rejected(reasons.NOT_FOUND, f"no Run {q.run_id} in Project {meta.project}")
+    return run_message(run, await store.attempts_of(session, q.run_id))
+
+
+def _encode_token(at: datetime, run_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), run_id]).encode()).decode()
+
+
+def _decode_token(token: str) -> tuple[datetime, str]:
+    try:
+        at, run_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return datetime.fromisoformat(at), str(run_id)
+    except (ValueError, TypeError) as exc:
+        raise Rejected(reasons.INVALID_ARGUMENT, "page_token is not valid") from exc
+
+
+async def list_runs(
+    session: AsyncSession, q: pb.ListRuns, *, store: RunStore, authority: ProjectAuthority
+) -> pb.ListRunsReply:
+    """The Project's Runs, newest first, filtered and paginated; needs ``runs.read``.
+
+    ``page.page_size`` 1..200 (0 = 50). Raises Rejected ``invalid-argument`` for a
+    bad size, filter or token, ``permission-denied`` without ``runs.read``.
+    """
+    meta = q.metadata
+    _require(
+        bool(_ID.match(meta.project)) and bool(_ID.match(meta.acting_member)),
+        "metadata is incomplete",
+    )
+    size = q.page.page_size or DEFAULT_PAGE
+    _require(1 <= size <= MAX_PAGE, f"page_size must be 1..{MAX_PAGE}")
+    _require(not q.phase or q.phase in s.RUN_PHASES, "unknown phase filter")
+    _require(not q.outcome or q.outcome in s.OUTCOMES, "unknown outcome filter")
+    _require(len(q.workload_id) <= 200, "workload_id is too long")
+    _check_permission(authority, meta.project, meta.acting_member, "runs.read")
+    after = _decode_token(q.page.page_token) if q.page.page_token else None
+    rows = await store.list_runs(
+        session,
+        meta.project,
+        workload_id=q.workload_id,
+        phase=q.phase,
+        outcome=q.outcome,
+        active_only=q.active_only,
+        after=after,
+        limit=size + 1,
+    )
+    more = len(rows) > size
+    rows = rows[:size]
+    reply = pb.ListRunsReply(runs=[run_message(r) for r in rows])
+    if more:
+        reply.page.next_page_token = _encode_token(rows[-1]["accepted_at"], rows[-1]["run_id"])
+    return reply

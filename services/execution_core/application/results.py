@@ -1,0 +1,110 @@
+"""Apply Site Coordination's recorded results to Site commands (seed 004 §4D).
+
+Runs inside the EventConsumer's transaction with the inbox receipt, so a
+redelivered event has no second effect. A result is stored once on its command
+(a second, different one is ignored and logged: the first recorded result is
+the fact); the Run's version is bumped and its supervisor woken at once.
+The supervisor then derives the Run's next state from the recorded facts, so
+results arriving late or out of order never move a Run backwards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from metallo.messaging import PoisonMessage
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from execution_core.application.ports import RunStore
+from execution_core.domain import states as s
+
+log = logging.getLogger(__name__)
+
+MAX_RESULT_BYTES = 256 * 1024
+MAX_NATIVE_JOBS = 16
+
+
+def parse_result(event: sc.SiteCommandResultRecorded) -> dict[str, Any]:
+    """Validate a result's JSON (docs/site-commands.md) and return it, bounded.
+
+    Raises PoisonMessage for a result that is too large, not JSON, names another
+    command, or has an unknown outcome: it can never be applied.
+    """
+    raw = event.result_json.encode("utf-8")
+    if len(raw) > MAX_RESULT_BYTES:
+        raise PoisonMessage(f"result of {len(raw)} bytes exceeds {MAX_RESULT_BYTES}")
+    try:
+        result = json.loads(raw)
+    except ValueError as exc:
+        raise PoisonMessage(f"result_json is not JSON: {exc}") from exc
+    if not isinstance(result, dict):
+        raise PoisonMessage("result_json is not an object")
+    if result.get("command_id") != event.command_id:
+        raise PoisonMessage("result names another command")
+    if result.get("outcome") not in ("succeeded", "refused"):
+        raise PoisonMessage(f"unknown result outcome {result.get('outcome')!r}")
+    jobs = result.get("native_jobs") or []
+    if (
+        not isinstance(jobs, list)
+        or len(jobs) > MAX_NATIVE_JOBS
+        or not all(isinstance(j, dict) for j in jobs)
+    ):
+        raise PoisonMessage("native_jobs is not a short list of objects")
+    obs = result.get("observation")
+    if obs is not None and not isinstance(obs, dict):
+        raise PoisonMessage("observation is not an object")
+    return {
+        "command_id": event.command_id,
+        "outcome": result["outcome"],
+        "code": result.get("code"),
+        "message": (result.get("message") or "")[:2000] or None,
+        "native_jobs": [
+            {"stage": str(j.get("stage", ""))[:64], "job_id": str(j.get("job_id", ""))[:128]}
+            for j in jobs
+        ],
+        "observation": obs,
+    }
+
+
+async def apply_result(
+    session: AsyncSession, event: sc.SiteCommandResultRecorded, *, store: RunStore
+) -> None:
+    """Record the result on its command and wake the Run's supervisor (one transaction)."""
+    command = await store.find_command(session, event.command_id, for_update=True)
+    if command is None:
+        log.info("result for unknown command %s ignored (not Execution Core's)", event.command_id)
+        return
+    result = parse_result(event)
+    if command["outcome"] is not None:
+        if command["result"] != result:
+            log.warning(
+                "command %s: a different second result ignored; the first stands", event.command_id
+            )
+        return
+    await store.record_result(
+        session,
+        event.command_id,
+        {
+            "outcome": result["outcome"],
+            "code": result["code"],
+            "result": result,
+            "sequence": event.sequence or None,
+        },
+    )
+    run = await store.find_run(session, command["run_id"], for_update=True)
+    if run is not None and run["phase"] != s.PHASE_TERMINAL:
+        now = await store.now(session)
+        await store.update_run(session, run["run_id"], run["version"], {"next_wake_at": now})
+
+
+async def apply_appended(
+    session: AsyncSession, event: sc.SiteCommandAppended, *, store: RunStore
+) -> None:
+    """Record the stream sequence Site Coordination gave a command (evidence for GetRun)."""
+    command = await store.find_command(session, event.command_id, for_update=True)
+    if command is None or command["sequence"] is not None:
+        return
+    await store.record_sequence(session, event.command_id, event.sequence)

@@ -1,0 +1,58 @@
+"""Execution Core settings, read from the environment (documented in docs/runs.md).
+
+Every duration is in seconds. Variables are ``METALLO_EXECUTION_CORE_<NAME>``
+with ``<NAME>`` the upper-cased field name, e.g.
+``METALLO_EXECUTION_CORE_OBSERVE_INTERVAL_SECONDS=30``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from execution_core.domain.lifecycle import Timing
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Timing and batching of the launch worker and the Run Supervisor."""
+
+    observe_interval_seconds: float = 30.0  # between two observe commands of an active Attempt
+    result_recheck_seconds: float = 30.0  # supervisor look-again period while a result is awaited
+    stale_after_seconds: float = 120.0  # an observation older than this is reported "stale"
+    dispatch_timeout_seconds: float = 3600.0  # Attempt creation → dispatch deadline of its start
+    supervisor_lease_seconds: float = 30.0  # fenced lease of a supervised Run (PostgreSQL clock)
+    supervisor_poll_seconds: float = 1.0  # idle wait between two supervisor passes
+    launch_lease_seconds: float = 30.0  # fenced lease of a launch being planned
+    launch_poll_seconds: float = 1.0  # idle wait between two launch worker passes
+    planning_retry_seconds: float = (
+        5.0  # first wait after a temporary planning failure (doubles, ≤ 300)
+    )
+    planning_timeout_seconds: float = 3600.0  # after this, a launch still waiting is rejected
+    workload_query_timeout_seconds: float = 10.0  # GetWorkloadRevision reply timeout
+    batch: int = 20  # Runs claimed per pass
+
+    def timing(self) -> Timing:
+        """The lifecycle timing these settings give."""
+        return Timing(
+            observe_interval=self.observe_interval_seconds,
+            result_recheck=self.result_recheck_seconds,
+            stale_after=self.stale_after_seconds,
+            dispatch_timeout=self.dispatch_timeout_seconds,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``METALLO_EXECUTION_CORE_*`` overrides; raise ValueError for a bad number."""
+        env = os.environ if env is None else env
+        values = {}
+        for f in fields(cls):
+            raw = env.get(f"METALLO_EXECUTION_CORE_{f.name.upper()}")
+            if raw is None:
+                continue
+            value = int(raw) if f.type in ("int", int) else float(raw)
+            if value <= 0:
+                raise ValueError(f"METALLO_EXECUTION_CORE_{f.name.upper()} must be positive")
+            values[f.name] = value
+        return cls(**values)

@@ -1,0 +1,542 @@
+"""The Run lifecycle as a pure decision (seed 004 §4D, §4E, §7C; seed 002 §9.2, §9.3).
+
+The Run Supervisor loads a Run, its current Attempt and that Attempt's Site
+commands (with any recorded results), calls :func:`decide` with PostgreSQL's
+``now``, and persists the returned :class:`Decision` in one fenced transaction.
+Nothing here performs I/O, so every rule is testable on its own.
+
+Rules kept here:
+
+- one command at a time per Attempt, in family order: ``prepare → start →
+  observe…`` (queued-batch) or ``apply → observe…`` (reconciled-service);
+- a command is decided once: the supervisor never sends a second
+  ``prepare``/``start``/``apply``/``cancel``/``terminate`` for an Attempt;
+- an uncertain native start (start sent, no result) is never repeated; a
+  cancellation or the dispatch deadline stops it under the same Attempt identity;
+- terminal native evidence comes only from ``observe`` results, and after a
+  cancel/terminate only from an ``observe`` sent after that command;
+- a later, lower-ranked observation never moves an Attempt backwards;
+- a retry is a new Attempt, only after a definite failure and within the
+  Workload's retry policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from execution_core.domain import reasons
+from execution_core.domain import states as s
+
+
+@dataclass(frozen=True)
+class CommandFact:
+    """A Site command of an Attempt and its recorded result (None while pending).
+
+    ``seq`` orders the Attempt's commands by creation; ``result_at`` is the
+    PostgreSQL time the result was applied.
+    """
+
+    command_id: str
+    kind: str
+    ordinal: int
+    seq: int
+    created_at: datetime
+    outcome: str | None = None  # succeeded | refused | None
+    code: str | None = None
+    native_jobs: tuple[dict[str, Any], ...] = ()
+    observation: dict[str, Any] | None = None
+    result_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """The current Attempt with every command sent for it."""
+
+    attempt_id: str
+    number: int
+    state: str
+    created_at: datetime
+    dispatch_deadline: datetime
+    commands: tuple[CommandFact, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the decision needs of the Run.
+
+    ``material`` is the prepare/apply payload without its deadline
+    (docs/site-commands.md); ``cancel_origin`` is ``member`` or ``deadline``.
+    """
+
+    run_id: str
+    family: str
+    desired_state: str
+    phase: str
+    max_attempts: int
+    backoff_seconds: float
+    material: dict[str, Any]
+    cancel_origin: str = ""
+    retry_at: datetime | None = None
+    started: bool = False
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Supervisor timing, all in seconds (configurable; tests use short values)."""
+
+    observe_interval: float = 30.0  # between two observe commands of an active Attempt
+    result_recheck: float = 30.0  # how often to look again while a result is awaited
+    stale_after: float = 120.0  # an observation older than this is "stale"
+    dispatch_timeout: float = 3600.0  # from Attempt creation to the dispatch deadline
+
+
+@dataclass
+class AttemptUpdate:
+    """New values for the current Attempt's row."""
+
+    state: str
+    native_jobs: list[dict[str, Any]] = field(default_factory=list)
+    observation_phase: str = ""
+    native_state: str = ""
+    exit: dict[str, Any] = field(default_factory=dict)
+    reason_code: str = ""
+    started: bool = False
+    ended: bool = False
+
+
+@dataclass
+class Decision:
+    """What the supervisor must persist, atomically, for one step.
+
+    ``commands`` are (kind, payload) for the current Attempt — or for the new
+    Attempt when ``new_attempt_number`` is set. ``end`` is (outcome,
+    reason_code) when the Run becomes terminal (with RunCompleted in the same
+    transaction). ``wake_at`` is when to look again if no result arrives first.
+    """
+
+    phase: str
+    desired_state: str
+    cancel_origin: str
+    attempt: AttemptUpdate | None
+    commands: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    new_attempt_number: int | None = None
+    new_attempt_deadline: datetime | None = None
+    observation_phase: str = ""
+    native_state: str = ""
+    confidence: str = s.CONFIDENCE_NONE
+    exit: dict[str, Any] = field(default_factory=dict)
+    output_commit: str = ""
+    endpoint: str = ""
+    end: tuple[str, str] | None = None
+    emit_started: bool = False
+    retry_at: datetime | None = None
+    wake_at: datetime | None = None
+
+
+def kinds(family: str) -> tuple[str, str, str]:
+    """(prepare kind, native start kind, stop kind) of a workload family."""
+    if family == s.QUEUED_BATCH:
+        return "prepare", "start", "cancel"
+    return "apply", "apply", "terminate"
+
+
+def prepare_payload(material: dict[str, Any], deadline: datetime) -> dict[str, Any]:
+    """The prepare/apply payload: the saved material plus the dispatch deadline (UTC, ISO 8601)."""
+    return {**material, "deadline": iso_utc(deadline)}
+
+
+def iso_utc(t: datetime) -> str:
+    """``t`` as ``YYYY-MM-DDTHH:MM:SSZ``; a naive datetime is taken as UTC."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _first(cmds: tuple[CommandFact, ...], kind: str) -> CommandFact | None:
+    for c in cmds:
+        if c.kind == kind:
+            return c
+    return None
+
+
+@dataclass
+class _Observed:
+    phase: str = ""
+    native_state: str = ""
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    terminal: dict[str, Any] | None = None  # observation with terminal phase (observe only)
+    latest: CommandFact | None = None  # latest observe with a result
+    output_commit: str = ""
+    endpoint: str = ""
+
+
+def _observe(attempt: AttemptView, stop: CommandFact | None) -> _Observed:
+    """Merge the Attempt's observations without ever moving backwards."""
+    out = _Observed()
+    rank = -1
+    for c in sorted(attempt.commands, key=lambda c: c.seq):
+        if c.outcome is None:
+            continue
+        if c.native_jobs:
+            jobs = {j.get("stage", ""): j for j in out.jobs}
+            for j in c.native_jobs:
+                jobs[j.get("stage", "")] = dict(j)
+            out.jobs = list(jobs.values())
+        obs = c.observation or {}
+        if c.kind == "observe":
+            out.latest = c
+        phase = obs.get("phase") or ""
+        if not phase:
+            continue
+        if obs.get("output_commit"):
+            out.output_commit = str(obs["output_commit"])
+        if obs.get("endpoint"):
+            out.endpoint = str(obs["endpoint"])
+        if phase in s.OBS_TERMINAL:
+            # Terminal evidence: only an observe, and after a stop only a later observe.
+            if c.kind != "observe" or (stop is not None and c.seq < stop.seq):
+                continue
+            if out.terminal is None:
+                out.terminal = obs
+        r = s.OBS_RANK.get(phase, 0)
+        if phase == s.OBS_UNKNOWN:
+            continue  # evidence of nothing; confidence shows it
+        if r >= rank:
+            rank = r
+            out.phase = phase
+            out.native_state = str(obs.get("native_state") or "")
+    if out.terminal is not None:
+        out.phase = out.terminal["phase"]
+        out.native_state = str(out.terminal.get("native_state") or out.native_state)
+    return out
+
+
+def _exit_facts(obs: dict[str, Any] | None) -> dict[str, Any]:
+    if not obs:
+        return {}
+    failure = obs.get("failure") or {}
+    facts = {
+        "exit_code": obs.get("exit_code", failure.get("exit_code")),
+        "signal": obs.get("signal", failure.get("signal")),
+        "failure_stage": failure.get("stage") or "",
+        "failure_code": failure.get("code") or "",
+        "scheduler_state": failure.get("scheduler_state") or "",
+    }
+    return {k: v for k, v in facts.items() if v not in (None, "")}
+
+
+def _confidence(
+    attempt: AttemptView, obs: _Observed, start: CommandFact | None, now: datetime, t: Timing
+) -> str:
+    if (
+        start is not None
+        and start.outcome is None
+        and (now - start.created_at).total_seconds() >= t.stale_after
+    ):
+        return (
+            s.CONFIDENCE_UNCERTAIN
+        )  # a native start without a result is uncertain (seed 002 §9.3)
+    latest = obs.latest
+    if latest is None:
+        return s.CONFIDENCE_NONE if not obs.phase else s.CONFIDENCE_CURRENT
+    if (latest.observation or {}).get("phase") == s.OBS_UNKNOWN:
+        return s.CONFIDENCE_UNCERTAIN
+    if latest.result_at is not None and (now - latest.result_at).total_seconds() > t.stale_after:
+        return s.CONFIDENCE_STALE
+    return s.CONFIDENCE_CURRENT
+
+
+def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) -> Decision:
+    """Decide the Run's next step from its saved facts and PostgreSQL's ``now``.
+
+    Returns a :class:`Decision`; when nothing changes it still names ``wake_at``.
+    A Run that is already terminal yields a Decision with ``phase="terminal"``
+    and no commands (a terminal Run never moves).
+    """
+    if run.phase == s.PHASE_TERMINAL:
+        return Decision(
+            phase=s.PHASE_TERMINAL,
+            desired_state=run.desired_state,
+            cancel_origin=run.cancel_origin,
+            attempt=None,
+        )
+    if attempt is None:
+        return _without_attempt(run, now, t)
+
+    prep_kind, start_kind, stop_kind = kinds(run.family)
+    cmds = attempt.commands
+    prep, start, stop = _first(cmds, prep_kind), _first(cmds, start_kind), _first(cmds, stop_kind)
+    obs = _observe(attempt, stop)
+    d = Decision(
+        phase=run.phase,
+        desired_state=run.desired_state,
+        cancel_origin=run.cancel_origin,
+        attempt=AttemptUpdate(
+            state=attempt.state,
+            native_jobs=obs.jobs,
+            observation_phase=obs.phase,
+            native_state=obs.native_state,
+        ),
+        observation_phase=obs.phase,
+        native_state=obs.native_state,
+        confidence=_confidence(attempt, obs, start, now, t),
+        output_commit=obs.output_commit,
+        endpoint=obs.endpoint,
+    )
+    assert d.attempt is not None
+
+    if attempt.state in s.ATTEMPT_TERMINAL:
+        return _after_terminal_attempt(run, attempt, d, now, t)
+
+    # 1. Definite facts first: refusals and terminal observations end the Attempt.
+    if prep is not None and prep.outcome == "refused":
+        return _attempt_ended(
+            run,
+            attempt,
+            d,
+            s.ATTEMPT_REFUSED,
+            prep.code or reasons.NATIVE_FAILURE,
+            permanent=True,
+            now=now,
+            t=t,
+        )
+    if start is not None and start.outcome == "refused":
+        code = start.code or reasons.NATIVE_FAILURE
+        return _attempt_ended(
+            run,
+            attempt,
+            d,
+            s.ATTEMPT_REFUSED,
+            code,
+            permanent=code in reasons.PERMANENT_SITE_REFUSALS,
+            now=now,
+            t=t,
+        )
+    if obs.terminal is not None:
+        d.exit = _exit_facts(obs.terminal)
+        d.attempt.exit = d.exit
+        phase = obs.terminal["phase"]
+        if phase == s.OBS_SUCCEEDED:
+            return _attempt_ended(
+                run,
+                attempt,
+                d,
+                s.ATTEMPT_SUCCEEDED,
+                reasons.COMPLETED,
+                permanent=True,
+                now=now,
+                t=t,
+            )
+        if phase == s.OBS_CANCELLED:
+            return _attempt_ended(
+                run, attempt, d, s.ATTEMPT_CANCELLED, "", permanent=True, now=now, t=t
+            )
+        code = (obs.terminal.get("failure") or {}).get("code") or reasons.NATIVE_FAILURE
+        return _attempt_ended(
+            run, attempt, d, s.ATTEMPT_FAILED, code, permanent=False, now=now, t=t
+        )
+
+    start_accepted = start is not None and start.outcome == "succeeded"
+    if start_accepted:
+        d.attempt.started = True
+        if not run.started:
+            d.emit_started = True
+
+    # 2. The dispatch deadline: a native start not accepted in time ends the Run.
+    if (
+        run.desired_state == s.DESIRED_RUN
+        and not start_accepted
+        and now >= attempt.dispatch_deadline
+    ):
+        if start is None:
+            return _end_without_native_work(
+                d, prep, stop, stop_kind, s.OUTCOME_FAILED, reasons.DISPATCH_DEADLINE_PASSED, now
+            )
+        # The start is uncertain: stop it under the same Attempt identity, then observe.
+        d.desired_state = s.DESIRED_CANCEL
+        d.cancel_origin = "deadline"
+
+    # 3. Cancellation (seed 004 §7C).
+    if d.desired_state == s.DESIRED_CANCEL:
+        reason = (
+            reasons.DISPATCH_DEADLINE_PASSED
+            if d.cancel_origin == "deadline"
+            else reasons.CANCELLED_BY_MEMBER
+        )
+        outcome = s.OUTCOME_FAILED if d.cancel_origin == "deadline" else s.OUTCOME_CANCELLED
+        if start is None:
+            # Never started: no start will ever be sent (fenced here); a prepared
+            # workspace is cleaned up by a stop command.
+            code = reasons.CANCELLED_BEFORE_START if d.cancel_origin != "deadline" else reason
+            return _end_without_native_work(d, prep, stop, stop_kind, outcome, code, now)
+        d.phase = s.PHASE_CANCELLING
+        d.attempt.state = s.ATTEMPT_CANCELLING
+        if stop is None:
+            d.commands.append((stop_kind, {"reason": reason}))
+            d.wake_at = now + timedelta(seconds=t.result_recheck)
+            return d
+        if stop.outcome is None:
+            d.wake_at = now + timedelta(seconds=t.result_recheck)
+            return d
+        return _observe_loop(attempt, d, now, t, after=stop)
+
+    # 4. The normal path.
+    if prep is None:
+        d.commands.append((prep_kind, prepare_payload(run.material, attempt.dispatch_deadline)))
+        d.phase = s.PHASE_PREPARING
+        d.attempt.state = s.ATTEMPT_PREPARING
+        d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline)
+        return d
+    if prep.outcome is None:
+        d.phase = s.PHASE_PREPARING
+        d.attempt.state = s.ATTEMPT_PREPARING
+        d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline)
+        return d
+    if start is None:
+        d.commands.append((start_kind, {}))
+        d.phase = s.PHASE_STARTING
+        d.attempt.state = s.ATTEMPT_STARTING
+        d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline)
+        return d
+    if start.outcome is None:
+        d.phase = s.PHASE_STARTING
+        d.attempt.state = s.ATTEMPT_STARTING
+        d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline)
+        return d
+    d.attempt.state = s.ATTEMPT_ACTIVE
+    if obs.phase == s.OBS_RUNNING:
+        d.phase = s.PHASE_RUNNING
+    elif obs.phase == s.OBS_QUEUED or run.family == s.QUEUED_BATCH:
+        d.phase = s.PHASE_QUEUED
+    else:
+        d.phase = s.PHASE_STARTING
+    return _observe_loop(attempt, d, now, t, after=start)
+
+
+def _observe_loop(
+    attempt: AttemptView, d: Decision, now: datetime, t: Timing, *, after: CommandFact
+) -> Decision:
+    """Send the next observe when due: one outstanding at a time, every observe_interval."""
+    observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
+    pending = [c for c in observes if c.outcome is None]
+    if pending:
+        d.wake_at = now + timedelta(seconds=t.result_recheck)
+        return d
+    last = max((c.result_at for c in observes if c.result_at), default=None)
+    if last is None and after.kind in ("cancel", "terminate"):
+        due = now  # after a stop result the native state is observed at once
+    else:
+        base = last or after.result_at or now
+        due = base + timedelta(seconds=t.observe_interval)
+    if now >= due:
+        d.commands.append(("observe", {}))
+        d.wake_at = now + timedelta(seconds=t.result_recheck)
+    else:
+        d.wake_at = due
+    return d
+
+
+def _end_without_native_work(
+    d: Decision,
+    prep: CommandFact | None,
+    stop: CommandFact | None,
+    stop_kind: str,
+    outcome: str,
+    code: str,
+    now: datetime,
+) -> Decision:
+    """End a Run whose current Attempt never started native work."""
+    assert d.attempt is not None
+    if prep is not None and stop is None and stop_kind == "cancel":
+        d.commands.append(("cancel", {"reason": code}))  # clean up what prepare staged
+    d.attempt.state = s.ATTEMPT_CANCELLED if outcome == s.OUTCOME_CANCELLED else s.ATTEMPT_FAILED
+    d.attempt.reason_code = code
+    d.attempt.ended = True
+    d.phase = s.PHASE_TERMINAL
+    d.end = (outcome, code)
+    return d
+
+
+def _attempt_ended(
+    run: RunView,
+    attempt: AttemptView,
+    d: Decision,
+    state: str,
+    code: str,
+    *,
+    permanent: bool,
+    now: datetime,
+    t: Timing,
+) -> Decision:
+    """The Attempt has a definite end; decide the Run: end, or retry as a new Attempt."""
+    assert d.attempt is not None
+    d.attempt.state = state
+    d.attempt.reason_code = code
+    d.attempt.ended = True
+    cancelling = d.desired_state == s.DESIRED_CANCEL
+    if state == s.ATTEMPT_SUCCEEDED:
+        return _end(d, s.OUTCOME_SUCCEEDED, reasons.COMPLETED)
+    if cancelling:
+        if d.cancel_origin == "deadline":
+            return _end(d, s.OUTCOME_FAILED, reasons.DISPATCH_DEADLINE_PASSED)
+        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
+    if state == s.ATTEMPT_CANCELLED:
+        d.attempt.reason_code = "cancelled-at-site"
+        return _end(d, s.OUTCOME_CANCELLED, "cancelled-at-site")
+    if not permanent and attempt.number < run.max_attempts:
+        d.phase = s.PHASE_RETRY_WAIT
+        d.retry_at = now + timedelta(seconds=run.backoff_seconds)
+        d.wake_at = d.retry_at
+        return d
+    return _end(d, s.OUTCOME_FAILED, code)
+
+
+def _end(d: Decision, outcome: str, code: str) -> Decision:
+    d.phase = s.PHASE_TERMINAL
+    d.end = (outcome, code)
+    return d
+
+
+def _after_terminal_attempt(
+    run: RunView, attempt: AttemptView, d: Decision, now: datetime, t: Timing
+) -> Decision:
+    """The Run waits between Attempts (retry-wait): cancel ends it; the retry time starts the next."""
+    d.attempt = None  # a terminal Attempt is never rewritten
+    if run.desired_state == s.DESIRED_CANCEL:
+        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
+    retry_at = run.retry_at or now
+    if now < retry_at:
+        d.phase = s.PHASE_RETRY_WAIT
+        d.retry_at = retry_at
+        d.wake_at = retry_at
+        return d
+    return _next_attempt(run, attempt.number + 1, d, now, t)
+
+
+def _without_attempt(run: RunView, now: datetime, t: Timing) -> Decision:
+    d = Decision(
+        phase=run.phase,
+        desired_state=run.desired_state,
+        cancel_origin=run.cancel_origin,
+        attempt=None,
+    )
+    if run.desired_state == s.DESIRED_CANCEL:
+        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BEFORE_START)
+    return _next_attempt(run, 1, d, now, t)
+
+
+def _next_attempt(run: RunView, number: int, d: Decision, now: datetime, t: Timing) -> Decision:
+    prep_kind, _, _ = kinds(run.family)
+    deadline = now + timedelta(seconds=t.dispatch_timeout)
+    d.new_attempt_number = number
+    d.new_attempt_deadline = deadline
+    d.commands.append((prep_kind, prepare_payload(run.material, deadline)))
+    d.phase = s.PHASE_PREPARING
+    d.retry_at = None
+    d.observation_phase = ""
+    d.native_state = ""
+    d.confidence = s.CONFIDENCE_NONE
+    d.wake_at = min(now + timedelta(seconds=t.result_recheck), deadline)
+    return d

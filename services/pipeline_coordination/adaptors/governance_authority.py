@@ -1,0 +1,25 @@
+"""Project-authority port over the development governance file (DESIGN.md, External owners)."""
+
+from __future__ import annotations
+
+from metallo.governance import GovernanceError, GovernanceFile
+
+from pipeline_coordination.application.ports import AuthorityUnavailable
+
+
+class GovernanceAuthority:
+    """Answers from the governance file as it is now (re-read when it changes; never a cached verdict)."""
+
+    def __init__(self, governance: GovernanceFile):
+        self.governance = governance
+
+    def allowed(self, project: str, member: str, capability: str) -> bool:
+        """Whether ``member`` holds ``capability`` (e.g. ``pipelines.start``) in ``project``.
+
+        Raises AuthorityUnavailable when the file is missing or invalid.
+        """
+        try:
+            g = self.governance.current()
+        except GovernanceError as e:
+            raise AuthorityUnavailable(f"the Project authority cannot answer: {e.problems[0]}") from None
+        return g.has_capability(project, member, capability)

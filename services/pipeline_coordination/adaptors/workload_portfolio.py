@@ -1,0 +1,70 @@
+"""The Portfolio port over Workload Portfolio's PrepareBranch / PrepareAction commands.
+
+Called by the coordinator outside any transaction. A rejection is definite
+(:class:`Refused` with Workload Portfolio's code, e.g. ``actions-invalid``,
+``branch-not-found``, ``action-not-found``) except ``source-unavailable`` and
+``governance-unavailable``, which are temporary; a timeout or an owner that is
+not running is :class:`Unavailable` and is retried with the same command_id.
+"""
+
+from __future__ import annotations
+
+from metallo.common.v1 import common_pb2
+from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
+from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
+
+from pipeline_coordination.application.ports import Refused, Unavailable
+from pipeline_coordination.domain.pipeline import PreparedAction
+
+TEMPORARY = {"source-unavailable", "governance-unavailable"}
+
+
+def _prepared(a) -> PreparedAction:
+    return PreparedAction(
+        action=a.action,
+        workload_id=a.workload_id,
+        revision=a.revision,
+        commit=a.commit,
+        family=a.family,
+        environment=a.environment,
+        service_kind=a.service_kind,
+    )
+
+
+class PortfolioClient:
+    """:class:`~pipeline_coordination.application.ports.Portfolio` through a RequestClient."""
+
+    def __init__(self, client: RequestClient, *, timeout: float = 30.0):
+        self.client = client
+        self.timeout = timeout
+
+    async def _request(self, message):
+        try:
+            return await self.client.request(message, timeout=self.timeout)
+        except Rejected as e:
+            if e.code in TEMPORARY:
+                raise Unavailable(f"{e.code}: {e.message}") from e
+            raise Refused(e.code, e.message) from e
+        except (OutcomeUncertain, ServiceUnavailable, ConnectionError, TimeoutError) as e:
+            raise Unavailable(f"Workload Portfolio did not answer: {e}") from e
+
+    async def prepare_branch(self, command_id, project, member, repository_url, branch):
+        reply = await self._request(
+            wp.PrepareBranch(
+                metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member=member, project=project),
+                repository_url=repository_url,
+                branch=branch,
+            )
+        )
+        return [_prepared(a) for a in reply.actions], reply.commit
+
+    async def prepare_action(self, command_id, project, member, repository_url, branch, action):
+        reply = await self._request(
+            wp.PrepareAction(
+                metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member=member, project=project),
+                repository_url=repository_url,
+                branch=branch,
+                action=action,
+            )
+        )
+        return _prepared(reply)

@@ -1,0 +1,119 @@
+"""Ports of Pipeline Coordination (implemented in ``adaptors/``).
+
+- :class:`ProjectAuthority` — current Project permissions (governance file in development).
+- :class:`Portfolio` — Workload Portfolio: prepare a branch, prepare one action at a branch's head.
+- :class:`Runs` — Execution Core: launch, cancel and read Runs.
+- :class:`PipelineStore` — the service's own PostgreSQL rows.
+
+Outside calls raise :class:`Refused` for a definite refusal (the same request
+will be refused again) and :class:`Unavailable` when the outcome is unknown
+(timeout, owner not running); the coordinator retries the latter with the same
+command_id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from metallo.persistence.leases import Claim
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pipeline_coordination.domain.pipeline import Pipeline, PreparedAction, RunView
+
+
+class Refused(Exception):
+    """An owner refused for good, with its stable ``code``."""
+
+    def __init__(self, code: str, message: str = ""):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Unavailable(Exception):
+    """An owner did not answer; the request may or may not have been applied."""
+
+
+class AuthorityUnavailable(Exception):
+    """The Project authority cannot answer now (e.g. an invalid governance file)."""
+
+
+class ProjectAuthority(Protocol):
+    def allowed(self, project: str, member: str, capability: str) -> bool:
+        """Whether ``member`` holds ``capability`` in ``project`` now. Raises AuthorityUnavailable."""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One step's launch, with its stable identity (seed 004 §8B)."""
+
+    command_id: str
+    project: str
+    member: str
+    workload_id: str
+    revision: int
+    launch_key: str
+    labels: dict[str, str]
+    repository_commit: str
+
+
+class Portfolio(Protocol):
+    async def prepare_branch(
+        self, command_id: str, project: str, member: str, repository_url: str, branch: str
+    ) -> tuple[list[PreparedAction], str]:
+        """PrepareBranch: (actions in actions.yaml order, commit). Raises Refused / Unavailable."""
+
+    async def prepare_action(
+        self, command_id: str, project: str, member: str, repository_url: str, branch: str, action: str
+    ) -> PreparedAction:
+        """PrepareAction at the branch's current commit. Raises Refused / Unavailable."""
+
+
+class Runs(Protocol):
+    async def launch(self, request: LaunchRequest) -> str:
+        """LaunchRun; returns the run_id (the same one on a replay). Raises Refused / Unavailable."""
+
+    async def cancel(self, command_id: str, project: str, member: str, run_id: str, reason: str) -> tuple[str, str]:
+        """CancelRun; returns (outcome, reason_code) when the Run had already ended, else ("", "")."""
+
+    async def get(self, project: str, member: str, run_id: str) -> RunView:
+        """GetRun reduced to a :class:`RunView`. Raises Refused / Unavailable."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Bookkeeping of a stored Pipeline that is not part of the domain value."""
+
+    seq: int
+    version: int
+    wake_seq: int
+    start_command_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class PipelineStore(Protocol):
+    async def insert(self, session: AsyncSession, p: Pipeline, start_command_id: str) -> None: ...
+
+    async def load(self, session: AsyncSession, pipeline_id: str, *, lock: bool = False) -> tuple[Pipeline, Meta] | None: ...
+
+    async def save(self, session: AsyncSession, old: Pipeline, new: Pipeline) -> None: ...
+
+    async def wake(self, session: AsyncSession, pipeline_id: str) -> None: ...
+
+    async def now(self, session: AsyncSession) -> datetime: ...
+
+    async def claim(self, session: AsyncSession, owner: str, lease_seconds: float, limit: int) -> list[Claim]: ...
+
+    async def hold(self, session: AsyncSession, claim: Claim, lease_seconds: float) -> None:
+        """Lock the claimed row and renew the lease; raises LeaseLost when it is no longer ours."""
+
+    async def release(
+        self, session: AsyncSession, claim: Claim, *, seen_wake_seq: int, active: bool, wake_in: float | None
+    ) -> None: ...
+
+    async def page(
+        self, session: AsyncSession, project: str, state: str, before_seq: int | None, limit: int
+    ) -> list[tuple[Pipeline, Meta]]: ...

@@ -1,0 +1,45 @@
+"""Stable identities of a Pipeline's outgoing requests (seed 004 §8B, §8C).
+
+Every request the coordinator sends is named by a deterministic ``command_id``
+derived from (Pipeline, step, launch attempt, purpose). A coordinator that dies
+after sending and before saving the reply re-sends exactly the same command;
+the owner answers it from its saved outcome, so a restart never launches twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+# A fixed namespace: the ids must be the same in every process and release.
+_NAMESPACE = uuid.UUID("6f0b7a52-3f1e-5c8e-9d55-8a1c0e4b7d21")
+
+
+def command_id(pipeline_id: str, purpose: str, step: int = 0, attempt: int = 1) -> str:
+    """The UUIDv5 command_id of one request.
+
+    ``purpose`` is ``prepare-branch``, ``pin``, ``launch`` or ``cancel``; ``step``
+    is the 1-based step index (0 for Pipeline-wide requests); ``attempt`` the
+    step's launch attempt (1).
+    """
+    return str(uuid.uuid5(_NAMESPACE, f"pipeline:{pipeline_id}:step:{step}:attempt:{attempt}:{purpose}"))
+
+
+def launch_key(pipeline_id: str, step: int, attempt: int = 1) -> str:
+    """Execution Core's launch key of a step: ``pipeline:<id>:step:<n>:<attempt>`` (≤ 200 chars)."""
+    return f"pipeline:{pipeline_id}:step:{step}:{attempt}"
+
+
+def parse_launch_key(key: str) -> tuple[str, int, int] | None:
+    """(pipeline_id, step, attempt) of a launch key made by :func:`launch_key`, else None."""
+    parts = key.split(":")
+    if len(parts) != 5 or parts[0] != "pipeline" or parts[2] != "step":
+        return None
+    try:
+        return parts[1], int(parts[3]), int(parts[4])
+    except ValueError:
+        return None
+
+
+def labels(pipeline_id: str, step: int, action: str) -> dict[str, str]:
+    """Labels copied by Execution Core onto a step's Run and its events."""
+    return {"pipeline_id": pipeline_id, "pipeline_step": str(step), "pipeline_action": action[:200]}

@@ -1,0 +1,284 @@
+"""The Site edge FastAPI application (seed 004 §4B; routes in docs/site-edge.md).
+
+Every route except ``/healthz`` and ``/.well-known/jwks.json`` needs a ``psb_``
+command grant, read afresh from PostgreSQL in the request's own transaction. A
+refusal rolls that transaction back, so it changes nothing, and is logged with
+its code only (never a secret).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from site_coordination.adaptors.edge import schemas as s
+from site_coordination.adaptors.edge.notifier import StreamNotifier
+from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.application import site_requests, streams
+from site_coordination.application.grants import authenticate
+from site_coordination.application.ports import (
+    AuthorityUnavailable,
+    EventPublisher,
+    IdentityProviderUnavailable,
+    MemberTokenIssuer,
+    ProjectAuthority,
+    SourceControl,
+)
+from site_coordination.domain.deferrals import DeferralCatalogue
+from site_coordination.domain.errors import Refusal
+from site_coordination.domain.grants import CommandGrant
+
+log = logging.getLogger("site_coordination.edge")
+
+API_VERSION = "1.0.0"
+MAX_SEQUENCE = 2**62
+
+
+@dataclass
+class EdgeSettings:
+    """Limits and lifetimes of the edge (seconds, bytes)."""
+
+    max_body_bytes: int = 256 * 1024
+    max_json_depth: int = 32
+    max_wait_seconds: float = 30.0
+    repository_grant_seconds: int = 7200
+    member_token_seconds: int = 3600
+    read_permit_seconds: int = 300
+
+
+@dataclass
+class EdgeServices:
+    """What the edge's routes need, wired by ``__main__`` (or a test)."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    events: Callable[[AsyncSession], EventPublisher]
+    authority: ProjectAuthority
+    source_control: Callable[[AsyncSession], SourceControl]
+    issuer: MemberTokenIssuer
+    jwks: Callable[[], dict[str, Any]]
+    catalogue: DeferralCatalogue
+    notifier: StreamNotifier | None = None
+    settings: EdgeSettings = field(default_factory=EdgeSettings)
+
+
+def _error(status: int, code: str, message: str, reason: str | None = None) -> JSONResponse:
+    detail: dict[str, Any] = {"code": code, "message": message}
+    if reason:
+        detail["reason"] = reason
+    return JSONResponse({"error": detail}, status_code=status)
+
+
+_ERRORS = {
+    status: {"model": s.ErrorBody, "description": text}
+    for status, text in [
+        (400, "Malformed request"), (401, "Missing, malformed, unknown, expired or revoked grant"),
+        (403, "Outside the grant's stream, or refused by current authority"),
+        (404, "Not found in the caller's stream"), (409, "Contradicts recorded state"),
+        (413, "Body too large"), (422, "Invalid values, or JSON nested too deep"),
+        (503, "An owner (Project authority, identity provider) cannot answer now"),
+    ]
+}
+
+_bearer = HTTPBearer(auto_error=False, scheme_name="commandGrant",
+                     description="A psb_ command grant naming one stream")
+
+
+def _svc(request: Request) -> EdgeServices:
+    return request.app.state.services
+
+
+def create_app(services: EdgeServices | None = None) -> FastAPI:
+    """Build the edge application; ``services`` may be None only to render OpenAPI."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        notifier = services.notifier if services else None
+        if notifier:
+            await notifier.start()
+        try:
+            yield
+        finally:
+            if notifier:
+                await notifier.stop()
+
+    app = FastAPI(
+        title="Metallo Site edge", version=API_VERSION, lifespan=lifespan,
+        description="HTTPS interface between a Site Runtime and Site Coordination "
+                    "(seed 004 §4B; docs/site-edge.md, docs/site-commands.md).",
+    )
+    app.state.services = services
+
+    @app.exception_handler(Refusal)
+    async def refusal(request: Request, exc: Refusal) -> JSONResponse:
+        log.info("refused %s %s: %s%s", request.method, request.url.path, exc.code,
+                 f" ({exc.reason})" if exc.reason else "")
+        return _error(exc.status, exc.code, exc.message, exc.reason)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            log.info("refused %s %s: malformed-json", request.method, request.url.path)
+            return _error(400, "malformed-json", "the body is not valid JSON")
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        log.info("refused %s %s: invalid-request at %s", request.method, request.url.path, where)
+        return _error(422, "invalid-request", f"{where}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(AuthorityUnavailable)
+    async def authority_down(request: Request, exc: AuthorityUnavailable) -> JSONResponse:
+        log.warning("authority unavailable for %s %s", request.method, request.url.path)
+        return _error(503, "authority-unavailable", "current Project authority cannot be confirmed")
+
+    @app.exception_handler(IdentityProviderUnavailable)
+    async def idp_down(request: Request, exc: IdentityProviderUnavailable) -> JSONResponse:
+        log.warning("identity provider unavailable for %s %s", request.method, request.url.path)
+        return _error(503, "identity-provider-unavailable", "the member token cannot be issued now")
+
+    @app.get("/healthz", response_model=s.Health, tags=["health"])
+    async def healthz() -> s.Health:
+        """Liveness; no credential, no database."""
+        return s.Health()
+
+    @app.get("/.well-known/jwks.json", tags=["identity"])
+    async def jwks(request: Request) -> dict[str, Any]:
+        """The lab member-token issuer's public keys (JWKS)."""
+        return _svc(request).jwks()
+
+    router = APIRouter(prefix="/v1", dependencies=[Security(_bearer)], responses=_ERRORS)
+
+    async def _grant(store: PostgresSiteStore, request: Request) -> CommandGrant:
+        return await authenticate(store, request.headers.get("authorization"))
+
+    @router.get("/commands/next", response_model=s.SiteCommand, tags=["commands"],
+                responses={204: {"description": "No command within the wait"}})
+    async def next_command(request: Request,
+                           wait: float = Query(0, ge=0, le=30, description="Seconds to wait (long-poll)")):
+        """The next command of the caller's stream: the one after the last recorded result,
+        the same one again until its result is recorded; 204 when none arrives in ``wait``."""
+        svc = _svc(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(wait, svc.settings.max_wait_seconds)
+        while True:
+            async with svc.sessions.begin() as session:
+                store = PostgresSiteStore(session)
+                grant = await _grant(store, request)
+                command = await streams.pull_next(store, grant.stream)
+            if command is not None:
+                return command.to_wire()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return Response(status_code=204)
+            if svc.notifier is not None:
+                await svc.notifier.wait(grant.stream, min(remaining, 1.0))
+            else:
+                await asyncio.sleep(min(remaining, 0.2))
+
+    @router.post("/commands/{sequence}/result", response_model=s.ResultRecorded, tags=["commands"])
+    async def record_result(request: Request, body: s.CommandResult,
+                            sequence: int = Path(ge=1, le=MAX_SEQUENCE)):
+        """Record the exact result of command ``sequence`` (once; acknowledgement advances
+        with it). 409 ``result-conflict`` / ``command-not-delivered``."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            recorded = await streams.record_result(store, svc.events(session), grant, sequence,
+                                                   body.model_dump(mode="json"))
+        return s.ResultRecorded(recorded=recorded)
+
+    @router.post("/commands/{sequence}/progress", response_model=s.ProgressAccepted,
+                 status_code=202, tags=["commands"])
+    async def report_progress(request: Request, body: s.ProgressReport,
+                              sequence: int = Path(ge=1, le=MAX_SEQUENCE)):
+        """Report a catalogued deferral of a pending command (once per command and code)."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            reported = await streams.report_progress(store, svc.events(session), grant,
+                                                     svc.catalogue, sequence, body.command_id,
+                                                     body.code)
+        return s.ProgressAccepted(reported=reported)
+
+    @router.post("/authorisations/execution", response_model=s.ExecutionAuthorised,
+                 tags=["authorisations"])
+    async def authorise_execution(request: Request, body: s.ExecutionAuthorisationRequest):
+        """Check the request against the saved material and current authority; return the
+        material. 403 ``authorisation-refused`` with a ``reason``. Never cached."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            material = await site_requests.authorise_execution(store, svc.authority, grant,
+                                                               body.model_dump())
+        return s.ExecutionAuthorised(material=material)
+
+    @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
+    async def authorise_read(request: Request, body: s.ReadAuthorisationRequest):
+        """Issue a read permit for the exact Run, Attempt, viewer, read kind, path and byte limit."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            permit = await site_requests.authorise_read(store, svc.authority, grant,
+                                                        body.model_dump(),
+                                                        svc.settings.read_permit_seconds)
+        return s.ReadPermit(**permit)
+
+    @router.post("/attempts/{attempt_id}/repository-grants", response_model=s.RepositoryGrant,
+                 status_code=201, tags=["repository grants"])
+    async def issue_repository_grant(request: Request, body: s.RepositoryGrantRequest,
+                                     attempt_id: str = Path(min_length=1, max_length=128)):
+        """Issue a stage-in (read) or stage-out (read+write) identity for the Attempt's saved
+        repository."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            issued = await site_requests.issue_repository_grant(
+                store, svc.authority, svc.source_control(session), grant, attempt_id,
+                body.direction, svc.settings.repository_grant_seconds)
+        return s.RepositoryGrant(
+            grant_id=issued.grant_id, direction=issued.direction, username=issued.username,
+            token=issued.token, repository_url=issued.repository_url,
+            expires_at=issued.expires_at)
+
+    @router.delete("/repository-grants/{grant_id}", status_code=204, tags=["repository grants"])
+    async def revoke_repository_grant(request: Request,
+                                      grant_id: str = Path(min_length=1, max_length=128)):
+        """Revoke a repository grant of the caller's stream (idempotent)."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            await site_requests.revoke_repository_grant(store, svc.source_control(session),
+                                                        grant, grant_id)
+        return Response(status_code=204)
+
+    @router.post("/attempts/{attempt_id}/member-token", response_model=s.MemberToken,
+                 status_code=201, tags=["identity"])
+    async def member_token(request: Request,
+                           attempt_id: str = Path(min_length=1, max_length=128)):
+        """A per-action member token (RS256, ≤ 3600 s) for the Attempt's saved member."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            token, expires_at = await site_requests.issue_member_token(
+                store, svc.authority, svc.issuer, grant, attempt_id,
+                svc.settings.member_token_seconds)
+        return s.MemberToken(token=token, expires_at=expires_at)
+
+    app.include_router(router)
+    return app

@@ -1,0 +1,81 @@
+"""Bounded request bodies for the Site edge (DESIGN.md: bounded inputs).
+
+Pure ASGI middleware: a body above ``max_bytes`` gets 413 ``body-too-large``; JSON
+nested deeper than ``max_depth`` gets 422 ``body-too-deep``; both before any
+handler runs, so nothing changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from site_coordination.domain.canonical import json_depth_ok
+
+log = logging.getLogger("site_coordination.edge")
+
+
+async def _send_error(send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimits:
+    """Buffer and check each request body, then replay it to ``app``."""
+
+    def __init__(self, app, *, max_bytes: int = 256 * 1024, max_depth: int = 32) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.max_depth = max_depth
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _send_error(send, 400, "malformed-request", "invalid Content-Length")
+                    return
+                if declared > self.max_bytes:
+                    log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
+                    await _send_error(send, 413, "body-too-large",
+                                      f"request bodies are limited to {self.max_bytes} bytes")
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
+                await _send_error(send, 413, "body-too-large",
+                                  f"request bodies are limited to {self.max_bytes} bytes")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body and not json_depth_ok(body, self.max_depth):
+            log.info("refused %s %s: body-too-deep", scope["method"], scope["path"])
+            await _send_error(send, 422, "body-too-deep",
+                              f"JSON bodies may nest at most {self.max_depth} levels")
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

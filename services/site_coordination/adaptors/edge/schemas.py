@@ -1,0 +1,126 @@
+"""Request and response bodies of the Site edge (docs/site-commands.md, docs/site-edge.md).
+
+Every string is length-bounded; unknown fields of a result are kept (the result
+is stored exactly as reported), elsewhere they are refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+Short = Annotated[str, Field(min_length=1, max_length=256)]
+Code = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[a-z0-9][a-z0-9.-]*$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable error code (docs/site-edge.md)")
+    message: str
+    reason: str | None = Field(default=None, description="Finer reason code, e.g. of authorisation-refused")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class SiteCommand(BaseModel):
+    """One numbered command of the caller's stream (docs/site-commands.md)."""
+
+    sequence: int
+    command_id: str
+    kind: str
+    site_id: str
+    environment: str
+    run_id: str
+    attempt_id: str
+    attempt_number: int
+    payload: dict[str, Any]
+
+
+class CommandResult(BaseModel):
+    """A command's exact result (docs/site-commands.md); stored once, byte-for-byte canonical."""
+
+    model_config = ConfigDict(extra="allow")
+
+    command_id: Id
+    outcome: Literal["succeeded", "refused"]
+    code: Annotated[str, Field(max_length=128)] | None = None
+    message: Annotated[str, Field(max_length=2000)] | None = None
+    native_jobs: Annotated[list[dict[str, Any]], Field(max_length=32)] = Field(default_factory=list)
+    observation: dict[str, Any] | None = None
+
+
+class ResultRecorded(BaseModel):
+    recorded: bool = Field(description="true: recorded now; false: the identical result was already recorded")
+
+
+class ProgressReport(_Strict):
+    command_id: Id
+    code: Code
+
+
+class ProgressAccepted(BaseModel):
+    reported: bool = Field(description="false when this command already reported this code")
+
+
+class ExecutionAuthorisationRequest(_Strict):
+    run_id: Id
+    attempt_id: Id
+    material_digest: Annotated[str, Field(min_length=1, max_length=128)]
+    member_id: Id
+    site_username: Short
+    account: Short
+
+
+class ExecutionAuthorised(BaseModel):
+    authorised: Literal[True] = True
+    material: dict[str, Any] = Field(description="The saved prepare/apply payload")
+
+
+class ReadAuthorisationRequest(_Strict):
+    run_id: Id
+    attempt_id: Id
+    viewer: Id
+    read_kind: Literal["output", "logs", "file"]
+    path: Annotated[str, Field(min_length=1, max_length=1024)]
+    max_bytes: Annotated[int, Field(ge=1, le=5 * 1024 * 1024)]
+
+
+class ReadPermit(BaseModel):
+    permit_id: str
+    run_id: str
+    attempt_id: str
+    viewer: str
+    read_kind: str
+    path: str
+    max_bytes: int
+    expires_at: datetime
+
+
+class RepositoryGrantRequest(_Strict):
+    direction: Literal["stage-in", "stage-out"]
+
+
+class RepositoryGrant(BaseModel):
+    grant_id: str
+    direction: str
+    username: str
+    token: str = Field(description="Shown once; HTTP Basic password for the repository")
+    repository_url: str
+    expires_at: datetime
+
+
+class MemberToken(BaseModel):
+    token: str = Field(description="RS256 JWT (lab issuer), at most 3600 s")
+    expires_at: datetime
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"

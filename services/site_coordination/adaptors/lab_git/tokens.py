@@ -1,0 +1,92 @@
+"""Per-grant repository tokens of the lab Git server, and the Source Control port's
+lab adapter that issues and revokes them (seed 001, Repository grants).
+
+A stage-in grant may fetch; a stage-out grant may fetch and push; each names one
+repository path (``demo.git`` or ``group/demo.git``). Tokens are stored as SHA-256.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from site_coordination.adaptors.tables import lab_git_tokens
+from site_coordination.application.ports import IssuedCredential
+from site_coordination.domain.errors import Conflict
+from site_coordination.domain.grants import is_repository_token, new_repository_token, secret_hash
+
+GIT_PREFIX = "/git/"
+_REPO = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,99}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.git$")
+
+
+def repository_path(url_or_path: str) -> str | None:
+    """The lab repository path (``demo.git``) of a lab URL or ``/git/…`` path, or None."""
+    path = urlsplit(url_or_path).path if "://" in url_or_path else url_or_path
+    if not path.startswith(GIT_PREFIX):
+        return None
+    rest = path[len(GIT_PREFIX):].rstrip("/")
+    if ".." in rest or not _REPO.match(rest):
+        return None
+    return rest
+
+
+class LabSourceControl:
+    """:class:`SourceControl` writing lab Git tokens in the caller's transaction."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def issue(self, repository_url: str, direction: str, grant_id: str,
+                    expires_at: datetime) -> IssuedCredential:
+        """Issue a token for ``repository_url``; read for stage-in, write for stage-out.
+
+        Raises :class:`Conflict` ``repository-not-served`` for a URL outside the lab server.
+        """
+        repo = repository_path(repository_url)
+        if repo is None:
+            raise Conflict("repository-not-served",
+                           "the saved repository is not served by the lab Git server")
+        token = new_repository_token()
+        await self.session.execute(lab_git_tokens.insert().values(
+            username=grant_id, token_sha256=secret_hash(token), repository_path=repo,
+            access="write" if direction == "stage-out" else "read", expires_at=expires_at,
+        ))
+        return IssuedCredential(username=grant_id, token=token, provider_ref=grant_id)
+
+    async def revoke(self, provider_ref: str) -> None:
+        await self.session.execute(
+            update(lab_git_tokens).where(
+                (lab_git_tokens.c.username == provider_ref) & lab_git_tokens.c.revoked_at.is_(None)
+            ).values(revoked_at=func.now())
+        )
+
+
+@dataclass(frozen=True)
+class Access:
+    """A checked credential: who, which repository, read or write."""
+
+    username: str
+    repository_path: str | None  # None: the operator, every repository
+    write: bool
+
+
+async def check_token(session: AsyncSession, username: str, token: str) -> Access | None:
+    """The token's access when it is known, unexpired (PostgreSQL's clock) and unrevoked."""
+    if not is_repository_token(token):
+        return None
+    row = (await session.execute(
+        select(lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live"))
+        .where(lab_git_tokens.c.username == username)
+    )).first()
+    if row is None or row.revoked_at is not None or not row.live:
+        return None
+    if not hmac.compare_digest(row.token_sha256, secret_hash(token)):
+        return None
+    return Access(username=username, repository_path=row.repository_path,
+                  write=row.access == "write")

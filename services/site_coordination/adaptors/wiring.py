@@ -1,0 +1,45 @@
+"""Builds the edge ASGI application from its parts (used by ``__main__``, tests and
+the benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from metallo.identity.issuer import LabIssuer
+from metallo.messaging import Outbox, Topology
+from metallo.persistence.engine import session_factory
+from site_coordination.adaptors.deferral_catalogue import load_catalogue
+from site_coordination.adaptors.edge.app import EdgeServices, EdgeSettings, create_app
+from site_coordination.adaptors.edge.limits import BodyLimits
+from site_coordination.adaptors.edge.notifier import StreamNotifier
+from site_coordination.adaptors.lab_git.app import LabGitApp, LabGitSettings, compose
+from site_coordination.adaptors.lab_git.tokens import LabSourceControl
+from site_coordination.adaptors.outbox_events import OutboxEvents
+from site_coordination.application.ports import ProjectAuthority
+
+
+def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
+               authority: ProjectAuthority, issuer: LabIssuer, deferrals_file: Path | None = None,
+               settings: EdgeSettings | None = None, lab_git: LabGitSettings | None = None):
+    """The complete ASGI app: the edge (bounded bodies) plus, when ``lab_git`` is
+    given, the lab Git server under ``/git/`` and ``/git-admin/``."""
+    sessions = session_factory(engine)
+    outbox = Outbox(topology)
+    settings = settings or EdgeSettings()
+    services = EdgeServices(
+        sessions=sessions,
+        events=lambda session: OutboxEvents(outbox, session),
+        authority=authority,
+        source_control=LabSourceControl,
+        issuer=issuer,
+        jwks=issuer.jwks,
+        catalogue=load_catalogue(deferrals_file) if deferrals_file else load_catalogue(),
+        notifier=StreamNotifier(database_url),
+        settings=settings,
+    )
+    edge = BodyLimits(create_app(services), max_bytes=settings.max_body_bytes,
+                      max_depth=settings.max_json_depth)
+    git = LabGitApp(lab_git, sessions) if lab_git else None
+    return compose(edge, git)

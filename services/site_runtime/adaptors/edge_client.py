@@ -1,0 +1,263 @@
+"""HTTPS client of the Site edge for the Site Runtime (preamble, Site edge routes;
+seed 004 §4B; seed 000, composition).
+
+- TLS is always verified, against ``ca_file`` when given (the edge's CA) or the
+  system store; no proxy from the environment, no redirects.
+- The ``psb_`` command grant comes from ``credential_file`` — read afresh for every
+  request, so an operator can rotate it without a restart — or from a value given
+  at construction (``SITE_API_CREDENTIAL``). It travels only in the
+  ``Authorization`` header; it is never logged, never part of an exception and
+  hidden from ``repr``.
+- Transport failures and 5xx answers raise :class:`EdgeUnavailable`; 4xx answers
+  raise :class:`EdgeRefused` with the edge's stable error code.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.ports import SiteCommand
+from site_runtime.application.site_access import RepositoryGrant
+
+GRANT_PREFIX = "psb_"
+MAX_GRANT_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class EdgeSettings:
+    """Where the edge is and how to trust and authenticate to it.
+
+    ``timeout_seconds`` bounds every request except the long-poll, which gets its
+    ``wait`` on top.
+    """
+
+    base_url: str
+    ca_file: Path | None = None
+    credential_file: Path | None = None
+    credential: str | None = field(default=None, repr=False)
+    timeout_seconds: float = 15.0
+
+
+class EdgeClient:
+    """The Site edge over httpx (see module doc). Implements the worker's EdgePort and
+    the executors' ExecutionAuthority and RepositoryGrants ports."""
+
+    def __init__(self, settings: EdgeSettings) -> None:
+        if not settings.base_url.startswith("https://"):
+            raise ValueError("the Site edge URL must be https://")
+        if settings.credential_file is None and not settings.credential:
+            raise ValueError("a psb_ command grant is required (file or value)")
+        self.settings = settings
+        context = ssl.create_default_context(
+            cafile=str(settings.ca_file) if settings.ca_file else None
+        )
+        self._client = httpx.AsyncClient(
+            base_url=settings.base_url.rstrip("/"),
+            verify=context,
+            trust_env=False,
+            follow_redirects=False,
+            timeout=settings.timeout_seconds,
+        )
+
+    def __repr__(self) -> str:
+        return f"EdgeClient({self.settings.base_url!r})"
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    # ------------------------------------------------------------------ plumbing
+    def _grant(self) -> str:
+        if self.settings.credential_file is not None:
+            try:
+                raw = Path(self.settings.credential_file).read_bytes()[:MAX_GRANT_BYTES]
+                grant = raw.decode("ascii").strip()
+            except (OSError, UnicodeDecodeError):
+                raise EdgeUnavailable("the Site credential file cannot be read") from None
+        else:
+            grant = (self.settings.credential or "").strip()
+        if not grant.startswith(GRANT_PREFIX) or any(c.isspace() for c in grant):
+            raise EdgeUnavailable("the Site credential is not a psb_ command grant")
+        return grant
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        unavailable_code: str = "site-edge-unreachable",
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self._grant()}"}
+        try:
+            response = await self._client.request(
+                method,
+                path,
+                json=json,
+                params=params,
+                headers=headers,
+                timeout=timeout or self.settings.timeout_seconds,
+            )
+        except httpx.HTTPError as error:
+            raise EdgeUnavailable(
+                f"{method} {path}: {type(error).__name__}", unavailable_code
+            ) from None
+        if response.status_code >= 500:
+            code = _error_code(response) or f"http-{response.status_code}"
+            raise EdgeUnavailable(
+                f"{method} {path}: HTTP {response.status_code} {code}",
+                _unavailable(code, unavailable_code),
+            )
+        if response.status_code >= 400:
+            body = _error(response)
+            raise EdgeRefused(
+                response.status_code,
+                body.get("code") or "edge-refused",
+                str(body.get("message") or "")[:300],
+                body.get("reason"),
+            )
+        return response
+
+    # ------------------------------------------------------------------ commands
+    async def next_command(self, wait_seconds: float) -> SiteCommand | None:
+        """``GET /v1/commands/next?wait=`` → the command, or None on 204."""
+        wait = max(0.0, min(30.0, wait_seconds))
+        response = await self._request(
+            "GET",
+            "/v1/commands/next",
+            params={"wait": wait},
+            timeout=self.settings.timeout_seconds + wait,
+        )
+        if response.status_code == 204:
+            return None
+        body = _json(response)
+        try:
+            return SiteCommand(
+                sequence=int(body["sequence"]),
+                command_id=str(body["command_id"]),
+                kind=str(body["kind"]),
+                site_id=str(body["site_id"]),
+                environment=str(body["environment"]),
+                run_id=str(body["run_id"]),
+                attempt_id=str(body["attempt_id"]),
+                attempt_number=int(body["attempt_number"]),
+                payload=dict(body.get("payload") or {}),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise EdgeUnavailable("the edge sent a command of an unknown shape") from None
+
+    async def record_result(self, sequence: int, result: dict[str, Any]) -> bool:
+        """``POST /v1/commands/{sequence}/result`` → ``recorded`` (True/False)."""
+        response = await self._request("POST", f"/v1/commands/{int(sequence)}/result", json=result)
+        return bool(_json(response).get("recorded"))
+
+    async def report_progress(self, sequence: int, command_id: str, code: str) -> None:
+        """``POST /v1/commands/{sequence}/progress`` with a catalogued deferral code."""
+        await self._request(
+            "POST",
+            f"/v1/commands/{int(sequence)}/progress",
+            json={"command_id": command_id, "code": code},
+        )
+
+    # ------------------------------------------------------------------ authority
+    async def authorise_execution(self, request: dict[str, str]) -> dict[str, Any]:
+        """``POST /v1/authorisations/execution`` → the saved material (prepare payload).
+
+        Raises EdgeRefused ``authorisation-refused`` (with ``reason``) and
+        EdgeUnavailable with code ``authority-unavailable``.
+        """
+        response = await self._request(
+            "POST",
+            "/v1/authorisations/execution",
+            json=request,
+            unavailable_code="authority-unavailable",
+        )
+        material = _json(response).get("material")
+        if not isinstance(material, dict):
+            raise EdgeUnavailable(
+                "the authorisation answer has no material", "authority-unavailable"
+            )
+        return material
+
+    async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
+        """``POST /v1/attempts/{attempt_id}/repository-grants`` (stage-in | stage-out)."""
+        response = await self._request(
+            "POST",
+            f"/v1/attempts/{_segment(attempt_id)}/repository-grants",
+            json={"direction": direction},
+            unavailable_code="repository-unavailable",
+        )
+        body = _json(response)
+        try:
+            return RepositoryGrant(
+                grant_id=str(body["grant_id"]),
+                username=str(body["username"]),
+                token=str(body["token"]),
+                repository_url=str(body["repository_url"]),
+                expires_at=str(body.get("expires_at", "")),
+            )
+        except KeyError:
+            raise EdgeUnavailable(
+                "the repository grant answer is incomplete", "repository-unavailable"
+            ) from None
+
+    async def release(self, grant_id: str) -> None:
+        """``DELETE /v1/repository-grants/{grant_id}``; an unknown grant counts as released."""
+        try:
+            await self._request(
+                "DELETE",
+                f"/v1/repository-grants/{_segment(grant_id)}",
+                unavailable_code="repository-unavailable",
+            )
+        except EdgeRefused as refused:
+            if refused.status != 404:
+                raise
+
+
+def _segment(value: str) -> str:
+    if not value or "/" in value or len(value) > 128:
+        raise ValueError("identifiers in edge paths are 1..128 characters without '/'")
+    return value
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        raise EdgeUnavailable("the edge answer is not JSON") from None
+    if not isinstance(body, dict):
+        raise EdgeUnavailable("the edge answer is not a JSON object")
+    return body
+
+
+def _error(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        return error if isinstance(error, dict) else {}
+    except ValueError:
+        return {}
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    code = _error(response).get("code")
+    return code if isinstance(code, str) else None
+
+
+def _unavailable(code: str, default: str) -> str:
+    # The edge names the owner that cannot answer (503 authority-unavailable,
+    # identity-provider-unavailable); keep that when it is a deferral code.
+    return (
+        code
+        if code
+        in ("authority-unavailable", "identity-provider-unavailable", "repository-unavailable")
+        else default
+    )

@@ -1,0 +1,721 @@
+"""The local ``queued-batch`` executor: the embedded default (DESIGN.md, Site Runtime).
+
+Each Attempt gets a private workspace (mode 0700) under the configured root::
+
+    <root>/<attempt_id>/repo/             the checkout (stage-in → compute → stage-out)
+    <root>/<attempt_id>/logs/<stage>.log  the Attempt-scoped stage logs
+    <root>/<attempt_id>/control/<stage>/  runner control files (spec, claim, status)
+
+Stages run as ordinary local processes through ``stage_runner`` (one runner per
+stage, in its own session), so they survive a Runtime restart. ``jobs.sqlite``
+(``local_jobs.py``) records every launch intent before the process exists, and the
+runner's exclusive claim file makes a second launch of a stage a no-op: a restart
+never reruns a finished phase and never starts a duplicate process (seed 000,
+Recovery). A runner still alive after a restart is re-adopted by pid + start time;
+one gone without a recorded status marks its stage failed with
+``local-process-lost``.
+
+Phases of ``observe`` (docs/site-commands.md): ``prepared`` → ``queued`` (stage-in)
+→ ``running`` (compute and stage-out) → ``succeeded`` / ``failed`` / ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
+from site_runtime.adaptors.stage_runner import process_start_ticks
+from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
+from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
+from site_runtime.domain.local_batch import (
+    InvalidMaterial,
+    LocalJob,
+    native_jobs,
+    observation,
+    parse_job,
+)
+
+log = logging.getLogger("site_runtime.local")
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NEXT_STAGE = {"stage-in": "compute", "compute": "stage-out", "stage-out": None}
+DIRECTION = {"stage-in": "stage-in", "stage-out": "stage-out"}
+TERMINAL = ("succeeded", "failed", "cancelled")
+MAX_LOG_BYTES = 5 * 1024 * 1024
+MAX_LAUNCHES = 2
+_SERVICES_DIR = str(Path(__file__).resolve().parents[2])
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """Settings of the local executor (units: seconds).
+
+    ``grace_seconds``: TERM → KILL delay for wall time and cancellation;
+    ``staging_seconds``: time limit of stage-in and stage-out each;
+    ``max_wall_seconds``: the Site's compute limit (None: no limit);
+    ``max_active``: Attempts in stage-in/compute/stage-out at once (more: ``runtime-busy``);
+    ``launch_timeout_seconds``: a launched runner that has not claimed its stage after
+    this long is launched once more (the claim file prevents a second effect).
+    """
+
+    workspace_root: Path
+    grace_seconds: float = 10.0
+    staging_seconds: int = 600
+    max_wall_seconds: int | None = None
+    max_active: int = 4
+    repository_ca_file: Path | None = None
+    author_name: str = "Metallo"
+    author_email: str = "metallo@localhost"
+    poll_seconds: float = 0.5
+    launch_timeout_seconds: float = 10.0
+    base_path: str = "/usr/local/bin:/usr/bin:/bin"
+
+
+class LocalExecutor:
+    """``QueuedBatchExecutor`` on local processes (see module doc)."""
+
+    def __init__(
+        self,
+        settings: LocalSettings,
+        journal: LocalJobsJournal,
+        authority: ExecutionAuthority,
+        grants: RepositoryGrants,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.authority = authority
+        self.grants = grants
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._children: dict[int, subprocess.Popen] = {}
+        self._task: asyncio.Task | None = None
+        Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def _lock(self, attempt_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(attempt_id, asyncio.Lock())
+
+    # ================================================================ background
+    async def start_supervision(self) -> None:
+        """Advance active Attempts every ``poll_seconds`` between commands (stage-in
+        done → compute launched, …) so progress does not wait for an observe."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise())
+
+    async def stop_supervision(self) -> None:
+        """Stop advancing (running stage processes are left running, by design)."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _supervise(self) -> None:
+        while True:
+            await self.tick()
+            await asyncio.sleep(self.settings.poll_seconds)
+
+    async def tick(self) -> None:
+        """One supervision pass over every active Attempt (errors are logged, not raised)."""
+        for popen in list(self._children.values()):
+            if popen.poll() is not None:
+                self._children.pop(popen.pid, None)
+        for attempt_id in self.journal.active_attempts():
+            try:
+                async with self._lock(attempt_id):
+                    row = self.journal.attempt(attempt_id)
+                    if row is not None:
+                        await self._advance(row, raise_deferrals=False)
+            except Exception as error:  # noqa: BLE001 - one Attempt must not stop the others
+                log.error(
+                    "attempt %s: runtime-error while advancing (%s)",
+                    attempt_id,
+                    type(error).__name__,
+                )
+
+    # ================================================================ commands
+    async def prepare(self, command: SiteCommand) -> CommandResult:
+        """Check the material, authorise it at the edge, create the private workspace and
+        save the Attempt as ``prepared``. Refusals: ``invalid-material``,
+        ``unsupported-local-inputs``, ``local-wall-time-above-limit``, ``material-changed``,
+        ``authorisation-refused``. Deferrals: ``authority-unavailable``,
+        ``workspace-unavailable``."""
+        saved = self.journal.result(command.command_id)
+        if saved is not None:
+            return CommandResult(**saved)
+        async with self._lock(command.attempt_id):
+            try:
+                if not _ID.match(command.attempt_id) or not _ID.match(command.run_id):
+                    raise InvalidMaterial("invalid-material", "malformed run or attempt id")
+                if command.payload.get("family", "queued-batch") != "queued-batch":
+                    raise InvalidMaterial(
+                        "invalid-material", "the local executor runs queued-batch actions only"
+                    )
+                job = parse_job(command.payload, self.settings.max_wall_seconds)
+            except InvalidMaterial as refusal:
+                return self._save(command, "refused", code=refusal.code, message=str(refusal))
+            existing = self.journal.attempt(command.attempt_id)
+            if existing is not None and existing.material != command.payload:
+                return self._save(
+                    command,
+                    "refused",
+                    code="material-changed",
+                    message="the Attempt was prepared with other material",
+                )
+            refused = await self._authorise(command.run_id, command.attempt_id, job)
+            if refused is not None:
+                return self._save(command, "refused", code="authorisation-refused", message=refused)
+            workspace = Path(self.settings.workspace_root) / command.attempt_id
+            try:
+                for path in (workspace, workspace / "logs", workspace / "control"):
+                    path.mkdir(mode=0o700, exist_ok=True)
+                    os.chmod(path, 0o700)
+            except OSError:
+                raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
+            row = self.journal.insert_attempt(
+                command.attempt_id,
+                command.run_id,
+                command.attempt_number,
+                command.payload,
+                workspace,
+            )
+            return self._save(command, "succeeded", row=row)
+
+    async def start(self, command: SiteCommand) -> CommandResult:
+        """Authorise again and launch stage-in (a repository grant is issued for it).
+        Refusals: ``attempt-not-prepared``, ``authorisation-refused``. Deferrals:
+        ``runtime-busy``, ``authority-unavailable``, ``repository-unavailable``."""
+        saved = self.journal.result(command.command_id)
+        if saved is not None:
+            return CommandResult(**saved)
+        async with self._lock(command.attempt_id):
+            row = self.journal.attempt(command.attempt_id)
+            if row is None:
+                return self._save(
+                    command,
+                    "refused",
+                    code="attempt-not-prepared",
+                    message="the Attempt was not prepared at this Runtime",
+                )
+            if row.state == "prepared":
+                if len(self.journal.active_attempts()) >= self.settings.max_active:
+                    raise Deferred("runtime-busy", "the local concurrency limit is reached")
+                job = parse_job(row.material)
+                refused = await self._authorise(row.run_id, row.attempt_id, job)
+                if refused is not None:
+                    return self._save(
+                        command, "refused", code="authorisation-refused", message=refused
+                    )
+                try:
+                    await self._launch(row, "stage-in")
+                except EdgeRefused as error:
+                    self.journal.finish_stage(
+                        row.attempt_id,
+                        "stage-in",
+                        "failed",
+                        exit_code=None,
+                        signal=None,
+                        code="authorisation-refused",
+                        output_commit=None,
+                    )
+                    self.journal.set_state(row.attempt_id, "failed")
+                    return self._save(
+                        command,
+                        "refused",
+                        code="authorisation-refused",
+                        message=f"repository grant refused: {error.code}",
+                    )
+            row = self.journal.attempt(command.attempt_id)
+            assert row is not None
+            if row.state not in TERMINAL:
+                await self._advance(row, raise_deferrals=True)
+            return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+
+    async def observe(self, command: SiteCommand) -> CommandResult:
+        """Advance the Attempt from its stage processes and report its phase."""
+        async with self._lock(command.attempt_id):
+            row = self.journal.attempt(command.attempt_id)
+            if row is None:
+                return CommandResult(
+                    command.command_id,
+                    "refused",
+                    "attempt-not-prepared",
+                    "the Attempt was not prepared at this Runtime",
+                )
+            if row.state not in TERMINAL and row.state != "prepared":
+                await self._advance(row, raise_deferrals=False)
+            return self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+
+    async def cancel(self, command: SiteCommand) -> CommandResult:
+        """Stop the Attempt: TERM the running stage's process group, KILL it after the
+        grace period, record ``cancelled`` and never launch a later stage. The exact
+        result (message ``accepted``, ``already-terminal`` or ``not-found``) is saved
+        and replayed."""
+        saved = self.journal.result(command.command_id)
+        if saved is not None:
+            return CommandResult(**saved)
+        async with self._lock(command.attempt_id):
+            row = self.journal.attempt(command.attempt_id)
+            if row is None:
+                return self._save(command, "succeeded", message="not-found")
+            if row.state in TERMINAL:
+                await self._release_grants(row.attempt_id)
+                # A cancellation accepted before a restart keeps its answer.
+                answer = "accepted" if row.cancel_result else "already-terminal"
+                return self._save(command, "succeeded", message=answer, row=row)
+            # The intent first: a restart during the kill finishes the cancellation.
+            self.journal.set_state(row.attempt_id, row.state, cancel_result="accepted")
+            await self._stop_stage(row)
+            row = self.journal.attempt(row.attempt_id)
+            assert row is not None
+            if row.state not in TERMINAL:
+                self.journal.set_state(row.attempt_id, "cancelled")
+            await self._release_grants(row.attempt_id)
+            return self._save(
+                command, "succeeded", message="accepted", row=self.journal.attempt(row.attempt_id)
+            )
+
+    async def recover(self, command: SiteCommand) -> CommandResult:
+        """Finish a command dispatched before a restart: every method here is idempotent
+        by the journal (saved results, launch intents, claim files), so the command is
+        simply handled again; a cancellation whose intent was saved completes."""
+        handler = {
+            "prepare": self.prepare,
+            "start": self.start,
+            "observe": self.observe,
+            "cancel": self.cancel,
+            "read-log": self.read_log,
+        }.get(command.kind)
+        if handler is None:
+            return CommandResult(
+                command.command_id,
+                "refused",
+                "unsupported-command-kind",
+                f"the local executor does not execute {command.kind!r}",
+            )
+        return await handler(command)
+
+    async def read_log(self, command: SiteCommand) -> CommandResult:
+        """The tail of one stage's Attempt-scoped log: at most ``max_bytes`` (≤ 5 MiB)
+        as ``observation.log`` ``{stage, text, truncated}``."""
+        stage = command.payload.get("stage", "compute")
+        if stage not in NEXT_STAGE:
+            return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
+        try:
+            max_bytes = max(
+                0, min(int(command.payload.get("max_bytes", MAX_LOG_BYTES)), MAX_LOG_BYTES)
+            )
+        except (TypeError, ValueError):
+            return CommandResult(
+                command.command_id, "refused", "invalid-request", "max_bytes is not a number"
+            )
+        row = self.journal.attempt(command.attempt_id)
+        if row is None:
+            return CommandResult(
+                command.command_id,
+                "refused",
+                "attempt-not-prepared",
+                "the Attempt was not prepared at this Runtime",
+            )
+        path = row.workspace / "logs" / f"{stage}.log"
+        try:
+            data, size = await asyncio.to_thread(_tail, path, max_bytes)
+        except OSError:
+            raise Deferred("workspace-unavailable", "the log cannot be read now") from None
+        return CommandResult(
+            command.command_id,
+            "succeeded",
+            observation={
+                "log": {
+                    "stage": stage,
+                    "text": data.decode("utf-8", "replace"),
+                    "truncated": size > len(data),
+                }
+            },
+        )
+
+    # ================================================================ internals
+    def _result(
+        self,
+        command: SiteCommand,
+        outcome: str,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        row: AttemptRow | None = None,
+    ) -> CommandResult:
+        stages = [s.facts() for s in self.journal.stages(row.attempt_id)] if row else []
+        return CommandResult(
+            command.command_id,
+            outcome,
+            code,
+            message,
+            native_jobs=native_jobs(stages),
+            observation=observation(row.state, stages, now_iso()) if row else None,
+        )
+
+    def _save(self, command: SiteCommand, outcome: str, **kwargs: Any) -> CommandResult:
+        result = self._result(command, outcome, **kwargs)
+        return CommandResult(**self.journal.save_result(command.command_id, result.to_json()))
+
+    async def _authorise(self, run_id: str, attempt_id: str, job: LocalJob) -> str | None:
+        """None when the edge authorises the execution now; the refusal text otherwise.
+        Raises Deferred ``authority-unavailable``."""
+        request = {
+            "run_id": run_id,
+            "attempt_id": attempt_id,
+            "material_digest": job.material_digest,
+            "member_id": job.member.get("id", ""),
+            "site_username": job.member.get("site_username", ""),
+            "account": job.member.get("account", ""),
+        }
+        try:
+            await self.authority.authorise_execution(request)
+        except EdgeUnavailable as error:
+            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from error
+        except EdgeRefused as error:
+            return f"{error.code}: {error.reason or 'refused'}"
+        return None
+
+    def _control(self, row: AttemptRow, stage: str) -> Path:
+        return row.workspace / "control" / stage
+
+    def _runner_spec(self, row: AttemptRow, stage: str, job: LocalJob) -> dict[str, Any]:
+        workspace = row.workspace
+        spec: dict[str, Any] = {
+            "stage": stage,
+            "repo_dir": str(workspace / "repo"),
+            "log_file": str(workspace / "logs" / f"{stage}.log"),
+            "repository": {"url": job.repository_url, "commit": job.commit, "branch": job.branch},
+            "repository_ca_file": str(self.settings.repository_ca_file)
+            if self.settings.repository_ca_file
+            else None,
+            "grace_seconds": self.settings.grace_seconds,
+            "author": {"name": self.settings.author_name, "email": self.settings.author_email},
+            "message": f"Metallo Run {row.run_id} Attempt {row.attempt_number} outputs",
+            "wall_time_seconds": self.settings.staging_seconds,
+            "working_directory": job.working_directory,
+            "steps": [],
+            "environment": {},
+        }
+        if stage == "compute":
+            spec["wall_time_seconds"] = job.wall_time_seconds
+            spec["steps"] = [s.to_argv() for s in job.steps]
+            spec["environment"] = {
+                "PATH": self.settings.base_path,
+                "HOME": str(workspace),
+                "LANG": "C.UTF-8",
+                **job.environment,
+                "METALLO_RUN_ID": row.run_id,
+                "METALLO_ATTEMPT_ID": row.attempt_id,
+                "METALLO_ATTEMPT_NUMBER": str(row.attempt_number),
+                "METALLO_WORKSPACE": str(workspace / "repo"),
+            }
+        return spec
+
+    async def _launch(self, row: AttemptRow, stage: str) -> None:
+        """Launch ``stage``: intent → grant (staging) → runner process → pid saved.
+
+        Raises Deferred (``repository-unavailable``) when the grant cannot be issued
+        now, EdgeRefused when it is refused definitely.
+        """
+        current = self.journal.stage(row.attempt_id, stage)
+        if current is None:
+            current = self.journal.launch_intent(row.attempt_id, stage)
+        control = self._control(row, stage)
+        control.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (control / "claim").exists() or (control / "status.json").exists():
+            return  # a runner owns (or finished) this stage already
+        job = parse_job(row.material)
+        spec_file = control / "spec.json"
+        spec_file.write_text(json.dumps(self._runner_spec(row, stage, job)))
+        os.chmod(spec_file, 0o600)
+        env = {
+            "PATH": os.environ.get("PATH", self.settings.base_path),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": _SERVICES_DIR,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        if stage in DIRECTION and not job.repository_url.startswith("file:///"):
+            if current.grant_id and not current.grant_released:
+                await self._release(row.attempt_id, stage, current.grant_id)
+            try:
+                grant = await self.grants.issue(row.attempt_id, DIRECTION[stage])
+            except EdgeUnavailable as error:
+                raise Deferred("repository-unavailable", "no repository grant now") from error
+            self.journal.set_grant(row.attempt_id, stage, grant.grant_id)
+            env["METALLO_GIT_USERNAME"] = grant.username
+            env["METALLO_GIT_TOKEN"] = grant.token
+        self.journal.count_launch(row.attempt_id, stage)
+        popen = _spawn_runner(control, env, row.workspace / "logs" / f"{stage}.log")
+        self._children[popen.pid] = popen
+        self.journal.running(row.attempt_id, stage, popen.pid, process_start_ticks(popen.pid))
+        log.info("attempt %s: %s launched (pid %s)", row.attempt_id, stage, popen.pid)
+
+    def _claim(self, control: Path) -> tuple[int, int | None] | None:
+        try:
+            pid, ticks = (control / "claim").read_text().split()
+            return int(pid), (None if ticks == "None" else int(ticks))
+        except (OSError, ValueError):
+            return None
+
+    def _status(self, control: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads((control / "status.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _alive(self, pid: int | None, ticks: int | None) -> bool:
+        if pid is None:
+            return False
+        popen = self._children.get(pid)
+        if popen is not None and popen.poll() is not None:
+            self._children.pop(pid, None)
+            return False
+        current = process_start_ticks(pid)
+        return current is not None and (ticks is None or current == ticks)
+
+    def _finish_from_status(self, row: AttemptRow, stage: str, status: dict[str, Any]) -> None:
+        code = status.get("code")
+        exit_code = status.get("exit_code")
+        state = (
+            "succeeded"
+            if exit_code == 0 and not code
+            else ("cancelled" if code == "cancelled" else "failed")
+        )
+        self.journal.finish_stage(
+            row.attempt_id,
+            stage,
+            state,
+            exit_code=exit_code,
+            signal=status.get("signal"),
+            code=code,
+            output_commit=status.get("output_commit"),
+        )
+
+    async def _poll(self, row: AttemptRow, stage_row: StageRow) -> None:
+        """Bring a launching/running stage's journal row up to date with its runner."""
+        control = self._control(row, stage_row.stage)
+        status = self._status(control)
+        if status is not None:
+            self._finish_from_status(row, stage_row.stage, status)
+            return
+        claim = self._claim(control)
+        if claim is not None:
+            pid, ticks = claim
+            if (pid, ticks) != (stage_row.pid, stage_row.start_ticks):
+                self.journal.running(row.attempt_id, stage_row.stage, pid, ticks)  # re-adopted
+            if self._alive(pid, ticks):
+                return
+            status = self._status(control)  # it may have finished between the two reads
+            if status is not None:
+                self._finish_from_status(row, stage_row.stage, status)
+                return
+            log.error(
+                "attempt %s: %s process %s ended without recording its exit",
+                row.attempt_id,
+                stage_row.stage,
+                pid,
+            )
+            self.journal.finish_stage(
+                row.attempt_id,
+                stage_row.stage,
+                "failed",
+                exit_code=None,
+                signal=None,
+                code="local-process-lost",
+                output_commit=None,
+            )
+            return
+        if self._alive(stage_row.pid, stage_row.start_ticks):
+            return  # launched, not yet claimed
+        if stage_row.launches == 0 or (
+            stage_row.launches < MAX_LAUNCHES and self._launch_timed_out(stage_row)
+        ):
+            await self._launch(row, stage_row.stage)  # never ran: safe (claim file)
+            return
+        if stage_row.launches >= MAX_LAUNCHES or self._launch_timed_out(stage_row):
+            self.journal.finish_stage(
+                row.attempt_id,
+                stage_row.stage,
+                "failed",
+                exit_code=None,
+                signal=None,
+                code="local-process-lost",
+                output_commit=None,
+            )
+
+    def _launch_timed_out(self, stage_row: StageRow) -> bool:
+        if stage_row.launched_at is None:
+            return True
+        launched = datetime.strptime(stage_row.launched_at, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=UTC
+        )
+        return (
+            datetime.now(UTC) - launched
+        ).total_seconds() >= self.settings.launch_timeout_seconds
+
+    async def _advance(self, row: AttemptRow, *, raise_deferrals: bool) -> None:
+        """Move the Attempt forward as far as its stage processes allow."""
+        while row.state in NEXT_STAGE:
+            stage_row = self.journal.stage(row.attempt_id, row.state)
+            try:
+                if stage_row is None:
+                    await self._launch(row, row.state)
+                    return
+                if stage_row.state in ("launching", "running"):
+                    await self._poll(row, stage_row)
+            except Deferred:
+                if raise_deferrals:
+                    raise
+                return
+            except EdgeRefused as error:
+                log.error(
+                    "attempt %s: repository grant for %s refused (%s)",
+                    row.attempt_id,
+                    row.state,
+                    error.code,
+                )
+                self.journal.finish_stage(
+                    row.attempt_id,
+                    row.state,
+                    "failed",
+                    exit_code=None,
+                    signal=None,
+                    code="authorisation-refused",
+                    output_commit=None,
+                )
+            stage_row = self.journal.stage(row.attempt_id, row.state)
+            assert stage_row is not None
+            if stage_row.state in ("launching", "running"):
+                return
+            await self._release_grants(row.attempt_id)
+            if stage_row.state != "succeeded":
+                final = "cancelled" if stage_row.state == "cancelled" else "failed"
+                self.journal.set_state(row.attempt_id, final)
+                log.info(
+                    "attempt %s: %s %s (%s)", row.attempt_id, stage_row.stage, final, stage_row.code
+                )
+                return
+            following = NEXT_STAGE[row.state]
+            if following is None:
+                self.journal.set_state(row.attempt_id, "succeeded")
+                log.info("attempt %s: succeeded", row.attempt_id)
+                return
+            if row.cancel_result is not None:
+                return
+            self.journal.launch_intent(row.attempt_id, following)
+            row = self.journal.attempt(row.attempt_id)
+            assert row is not None
+
+    async def _release(self, attempt_id: str, stage: str, grant_id: str) -> bool:
+        try:
+            await self.grants.release(grant_id)
+        except (EdgeUnavailable, EdgeRefused) as error:
+            log.warning(
+                "attempt %s: releasing the %s grant failed (%s); retried later",
+                attempt_id,
+                stage,
+                type(error).__name__,
+            )
+            return False
+        self.journal.grant_released(attempt_id, stage)
+        return True
+
+    async def _release_grants(self, attempt_id: str) -> None:
+        """Release every grant of a finished stage (recorded per stage, retried)."""
+        for stage_row in self.journal.stages(attempt_id):
+            if (
+                stage_row.grant_id
+                and not stage_row.grant_released
+                and stage_row.state not in ("launching", "running")
+            ):
+                await self._release(attempt_id, stage_row.stage, stage_row.grant_id)
+
+    async def _stop_stage(self, row: AttemptRow) -> None:
+        """TERM the active stage's runner (it stops its step's process group: TERM, grace,
+        KILL), wait for its status, and KILL everything left after the grace period."""
+        stage_row = (
+            self.journal.stage(row.attempt_id, row.state) if row.state in NEXT_STAGE else None
+        )
+        if stage_row is None or stage_row.state not in ("launching", "running"):
+            return
+        control = self._control(row, stage_row.stage)
+        (control / "cancel").touch()  # a runner that has not started yet stops at once
+        claim = self._claim(control)
+        pid, ticks = claim if claim else (stage_row.pid, stage_row.start_ticks)
+        if self._alive(pid, ticks):
+            os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.grace_seconds + 5.0
+        while loop.time() < deadline and self._alive(pid, ticks) and self._status(control) is None:
+            await asyncio.sleep(0.1)
+        if self._alive(pid, ticks):
+            for group in (_read_int(control / "child"), pid):
+                if group:
+                    try:
+                        os.killpg(group, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        status = self._status(control)
+        if status is not None:
+            # A stage that finished on its own during cancellation keeps its outcome.
+            self._finish_from_status(row, stage_row.stage, status)
+        self.journal.finish_stage(
+            row.attempt_id,
+            stage_row.stage,
+            "cancelled",
+            exit_code=None,
+            signal=int(signal.SIGTERM),
+            code="cancelled",
+            output_commit=None,
+        )
+        stage_row = self.journal.stage(row.attempt_id, stage_row.stage)
+        if stage_row is not None and stage_row.state == "failed":
+            self.journal.set_state(row.attempt_id, "failed")
+
+
+def _tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
+    """The last ``max_bytes`` of a file and its size; an absent file is empty."""
+    if not path.exists():
+        return b"", 0
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - max_bytes))
+        return f.read(max_bytes), size
+
+
+def _spawn_runner(control: Path, env: dict[str, str], log_file: Path) -> subprocess.Popen:
+    """Start the stage runner in a new session (it must outlive the Runtime); its own
+    output goes to the stage log. Synchronous on purpose: the pid must be known and
+    journaled before anything else happens."""
+    with open(log_file, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "site_runtime.adaptors.stage_runner", str(control)],
+            cwd=control,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,196 @@
+"""Member tokens and repository grants for the slurm executor (seed 000; seed 001).
+
+Two small ports, so tests can hand the executor their own sources:
+
+* :class:`MemberTokens` — a fresh member access token for one Attempt
+  (``POST /v1/attempts/{attempt_id}/member-token`` on the Site edge);
+* :class:`RepositoryGrants` — a just-in-time Git credential per staging job
+  (``POST /v1/attempts/{attempt_id}/repository-grants``) and its release
+  (``DELETE /v1/repository-grants/{grant_id}``).
+
+:class:`SiteEdgeAccess` implements both over HTTPS with the Runtime's ``psb_``
+command grant, read afresh from its file for every request.  Failures raise
+:class:`EdgeUnavailable` with a catalogued deferral code, or
+:class:`EdgeRefused` when the edge definitely says no.  Secrets never appear in
+a message or ``repr``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+from metallo.identity.verify import MemberCredential
+
+
+class EdgeUnavailable(Exception):
+    """The edge cannot answer now; ``code`` is a deferral code (contracts/deferrals.json)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class EdgeRefused(Exception):
+    """The edge refused definitely; ``code`` is its stable error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class RepositoryGrant:
+    """A just-in-time repository credential; ``token`` is hidden from ``repr``."""
+
+    grant_id: str
+    username: str
+    token: str = field(repr=False)
+    repository_url: str
+    expires_at: str
+
+
+class MemberTokens(Protocol):
+    """Source of member access tokens (seed 000, MemberCredentialDelegation)."""
+
+    async def member_token(self, attempt_id: str) -> MemberCredential:
+        """A fresh token for the Attempt's member; raise EdgeUnavailable/EdgeRefused."""
+        ...
+
+
+class RepositoryGrants(Protocol):
+    """Source of per-stage repository credentials (seed 000, RepositoryGrants)."""
+
+    async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
+        """Issue a grant for ``direction`` (``stage-in`` or ``stage-out``)."""
+        ...
+
+    async def release(self, grant_id: str) -> None:
+        """Revoke a grant; releasing an unknown grant is not an error."""
+        ...
+
+
+@dataclass
+class SiteEdgeAccess:
+    """Both ports over the Site edge (HTTPS, ``Authorization: Bearer psb_...``).
+
+    ``credential_file`` holds the grant (read on every request); ``ca_file`` the
+    edge's CA; member tokens are reused until ``renew_seconds`` before expiry.
+    """
+
+    base_url: str
+    credential_file: Path
+    ca_file: str | None = None
+    timeout_seconds: float = 10.0
+    renew_seconds: float = 120.0
+    clock: Callable[[], float] = time.time
+    _tokens: dict[str, tuple[float, MemberCredential]] = field(default_factory=dict, repr=False)
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+            follow_redirects=False,
+            trust_env=False,
+            verify=self.ca_file if self.ca_file else True,
+        )
+
+    def _auth(self) -> dict[str, str]:
+        try:
+            grant = Path(self.credential_file).read_text().strip()
+        except OSError:
+            raise EdgeUnavailable(
+                "site-edge-unreachable", "the Site credential file cannot be read"
+            ) from None
+        return {"Authorization": f"Bearer {grant}"}
+
+    async def _request(self, method: str, path: str, code: str, json: Any = None) -> httpx.Response:
+        try:
+            async with self._client() as client:
+                return await client.request(method, path, json=json, headers=self._auth())
+        except httpx.HTTPError as error:
+            raise EdgeUnavailable(
+                code, f"the Site edge cannot be reached ({type(error).__name__})"
+            ) from None
+
+    async def member_token(self, attempt_id: str) -> MemberCredential:
+        """See :class:`MemberTokens`."""
+        cached = self._tokens.get(attempt_id)
+        if cached and cached[0] - self.renew_seconds > self.clock():
+            return cached[1]
+        response = await self._request(
+            "POST", f"/v1/attempts/{attempt_id}/member-token", "identity-provider-unavailable"
+        )
+        body = _checked(response, "identity-provider-unavailable")
+        token = body.get("token")
+        if not isinstance(token, str) or not token:
+            raise EdgeUnavailable("identity-provider-unavailable", "the edge returned no token")
+        credential = MemberCredential(token)
+        self._tokens[attempt_id] = (_timestamp(body.get("expires_at"), self.clock()), credential)
+        return credential
+
+    async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
+        """See :class:`RepositoryGrants`."""
+        response = await self._request(
+            "POST",
+            f"/v1/attempts/{attempt_id}/repository-grants",
+            "repository-unavailable",
+            json={"direction": direction},
+        )
+        body = _checked(response, "repository-unavailable")
+        try:
+            return RepositoryGrant(
+                grant_id=str(body["grant_id"]),
+                username=str(body["username"]),
+                token=str(body["token"]),
+                repository_url=str(body["repository_url"]),
+                expires_at=str(body.get("expires_at", "")),
+            )
+        except KeyError:
+            raise EdgeUnavailable(
+                "repository-unavailable", "the grant answer is incomplete"
+            ) from None
+
+    async def release(self, grant_id: str) -> None:
+        """See :class:`RepositoryGrants`."""
+        response = await self._request(
+            "DELETE", f"/v1/repository-grants/{grant_id}", "repository-unavailable"
+        )
+        if response.status_code in (200, 204, 404):
+            return
+        _checked(response, "repository-unavailable")
+
+
+def _checked(response: httpx.Response, code: str) -> dict[str, Any]:
+    if response.status_code in (200, 201):
+        try:
+            body = response.json()
+        except ValueError:
+            raise EdgeUnavailable(code, "the edge answer is not JSON") from None
+        if isinstance(body, dict):
+            return body
+        raise EdgeUnavailable(code, "the edge answer is not an object")
+    if response.status_code in (400, 403, 404, 409, 422):
+        error_code = "edge-refused"
+        try:
+            error_code = str(response.json()["error"]["code"])
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise EdgeRefused(error_code, f"the Site edge refused (HTTP {response.status_code})")
+    raise EdgeUnavailable(code, f"the Site edge answered HTTP {response.status_code}")
+
+
+def _timestamp(value: Any, now: float) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            pass
+    return now + 300.0

@@ -1,0 +1,364 @@
+"""One stage of a local Attempt, as its own process (the local executor's "job").
+
+``python -m site_runtime.adaptors.stage_runner CONTROL_DIR`` — started by the local
+executor in a new session, so it outlives a Runtime restart and can be re-adopted
+by pid + start time. It:
+
+1. claims ``CONTROL_DIR/claim`` exclusively (``O_EXCL``; holds ``"<pid> <start>"``):
+   a second runner for the same stage exits at once without any effect, so a
+   relaunch during recovery can never run a stage twice;
+2. runs the stage from ``CONTROL_DIR/spec.json`` (no secrets in it):
+   - ``stage-in``: fetch the repository, check out the exact pinned commit on the
+     Run's branch (``repository-commit-missing`` when the remote does not have it),
+     ``git lfs pull`` when git-lfs is installed and the checkout tracks LFS files;
+   - ``compute``: the pre-commands and the command, each with its exact argv (or
+     ``/bin/sh -c`` only for an explicit shell step), in its own process group, with
+     the spec's environment; wall time enforced with TERM then KILL after a grace;
+   - ``stage-out``: commit every change with a fixed author and push ``HEAD`` to
+     the Run's branch (LFS objects first when there are any);
+3. writes ``CONTROL_DIR/status.json`` atomically: stage, exit_code, signal, code,
+   output_commit, finished_at. SIGTERM (cancellation) stops the running step the
+   same way (TERM, grace, KILL) and records code ``cancelled``.
+
+Repository credentials arrive only in this process's environment
+(``METALLO_GIT_USERNAME``/``METALLO_GIT_TOKEN``); git reads them through an askpass
+helper that contains no secret. They never reach argv, a file or compute.
+Output of every step is appended to the Attempt-scoped stage log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ASKPASS = """#!/bin/sh
+case "$1" in
+  Username*) printf '%s\\n' "$METALLO_GIT_USERNAME" ;;
+  *) printf '%s\\n' "$METALLO_GIT_TOKEN" ;;
+esac
+"""
+POLL_SECONDS = 0.1
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22),
+    or None when there is no such live (non-zombie) process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+class Stopped(Exception):
+    """The step was stopped: ``code`` is ``cancelled`` or ``wall-time-exceeded``."""
+
+    def __init__(self, code: str, returncode: int | None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.returncode = returncode
+
+
+class Runner:
+    """Runs the stage described by ``CONTROL_DIR/spec.json`` (see module doc)."""
+
+    def __init__(self, control: Path, spec: dict[str, Any], credentials: dict[str, str]) -> None:
+        self.control = control
+        self.spec = spec
+        self.credentials = credentials
+        self.log = open(spec["log_file"], "ab", buffering=0)  # noqa: SIM115 - lives with the process
+        self.cancelled = False
+        self.deadline: float | None = None
+        self.grace = float(spec.get("grace_seconds", 10))
+
+    # -------------------------------------------------------------- processes
+    def note(self, text: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.log.write(f"[metallo {stamp}] {text}\n".encode())
+
+    def run_step(
+        self, argv: list[str], *, cwd: Path, env: dict[str, str], capture: bool = False
+    ) -> tuple[int, str]:
+        """Run one process in its own group; return (returncode, captured stdout).
+        Raises :class:`Stopped` on cancellation or wall time."""
+        if self.cancelled:
+            raise Stopped("cancelled", None)
+        child = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture else self.log,
+            stderr=self.log,
+            process_group=0,
+            close_fds=True,
+        )
+        (self.control / "child").write_text(str(child.pid))
+        out = b""
+        while True:
+            if capture:
+                try:
+                    data, _ = child.communicate(timeout=POLL_SECONDS)
+                    out += data or b""
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                try:
+                    child.wait(timeout=POLL_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+            reason = (
+                "cancelled"
+                if self.cancelled
+                else (
+                    "wall-time-exceeded"
+                    if self.deadline is not None and time.monotonic() >= self.deadline
+                    else None
+                )
+            )
+            if reason:
+                self.note(f"stopping the step: {reason}")
+                self.stop_group(child)
+                raise Stopped(reason, child.returncode)
+        return child.returncode, out.decode(errors="replace")
+
+    def stop_group(self, child: subprocess.Popen) -> None:
+        """TERM the step's process group, then KILL it after the grace period."""
+        for sig, wait in ((signal.SIGTERM, self.grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                child.wait(timeout=wait)
+                # The leader is gone; KILL what is left of its group all the same.
+                if sig == signal.SIGTERM:
+                    try:
+                        os.killpg(child.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    # -------------------------------------------------------------- git
+    def git_env(self) -> dict[str, str]:
+        home = self.control / "home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        askpass = self.control / "askpass.sh"
+        if not askpass.exists():
+            fd = os.open(askpass, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(ASKPASS)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": str(askpass),
+            "GIT_LFS_SKIP_SMUDGE": "0",
+            "GIT_AUTHOR_NAME": self.spec["author"]["name"],
+            "GIT_AUTHOR_EMAIL": self.spec["author"]["email"],
+            "GIT_COMMITTER_NAME": self.spec["author"]["name"],
+            "GIT_COMMITTER_EMAIL": self.spec["author"]["email"],
+            **self.credentials,
+        }
+        if self.spec.get("repository_ca_file"):
+            env["GIT_SSL_CAINFO"] = self.spec["repository_ca_file"]
+        return env
+
+    def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
+        repo = Path(self.spec["repo_dir"])
+        return self.run_step(["git", *args], cwd=repo, env=self.git_env(), capture=capture)
+
+    def lfs_files(self) -> bool:
+        if shutil.which("git-lfs") is None:
+            return False
+        rc, out = self.git("lfs", "ls-files", "--name-only", capture=True)
+        return rc == 0 and bool(out.strip())
+
+    def stage_in(self) -> dict[str, Any]:
+        repo = Path(self.spec["repo_dir"])
+        info = self.spec["repository"]
+        repo.mkdir(mode=0o700, exist_ok=True)
+        if not (repo / ".git").exists():
+            rc, _ = self.git("init", "-q")
+            if rc != 0:
+                return {"exit_code": rc, "code": "stage-in-failed"}
+        self.git("remote", "remove", "origin")
+        self.git("remote", "add", "origin", info["url"])
+        if shutil.which("git-lfs") is not None:
+            self.git("lfs", "install", "--local")
+        rc, _ = self.git(
+            "fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*"
+        )
+        if rc != 0:
+            self.note("fetching the repository failed")
+            return {"exit_code": rc, "code": "stage-in-failed"}
+        commit = info["commit"]
+        if self.git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
+            # Not on any branch: ask for the object itself (protocol v2 servers allow it).
+            self.git("fetch", "-q", "--no-tags", "origin", commit)
+            if self.git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
+                self.note(f"the repository does not have commit {commit}")
+                return {"exit_code": 1, "code": "repository-commit-missing"}
+        # An attached branch at the exact saved commit: moving the remote branch later
+        # cannot change the input, and stage-out pushes from it.
+        rc, _ = self.git("checkout", "-q", "-B", info["branch"], commit)
+        if rc != 0:
+            return {"exit_code": rc, "code": "stage-in-failed"}
+        if self.lfs_files():
+            rc, _ = self.git("lfs", "pull", "origin")
+            if rc != 0:
+                return {"exit_code": rc, "code": "stage-in-failed"}
+        self.note(f"checked out {commit} on {info['branch']}")
+        return {"exit_code": 0}
+
+    def compute(self) -> dict[str, Any]:
+        repo = Path(self.spec["repo_dir"])
+        cwd = (repo / self.spec.get("working_directory", ".")).resolve()
+        if not cwd.is_relative_to(repo.resolve()) or not cwd.is_dir():
+            self.note("the working directory is not a directory inside the checkout")
+            return {"exit_code": 1, "code": "compute-failed"}
+        env = dict(self.spec["environment"])
+        for argv in self.spec["steps"]:
+            self.note(f"running step {argv[0]!r} ({len(argv)} arguments)")
+            rc, _ = self.run_step(argv, cwd=cwd, env=env)
+            if rc != 0:
+                return _exit(rc, "compute-failed")
+        return {"exit_code": 0}
+
+    def stage_out(self) -> dict[str, Any]:
+        info = self.spec["repository"]
+        if self.git("add", "-A")[0] != 0:
+            return {"exit_code": 1, "code": "stage-out-failed"}
+        changed = self.git("diff", "--cached", "--quiet")[0] != 0
+        if not changed:
+            self.note("no changes to commit; nothing pushed")
+            return {"exit_code": 0, "output_commit": None}
+        rc, _ = self.git("commit", "-q", "--no-verify", "-m", self.spec["message"])
+        if rc != 0:
+            return _exit(rc, "stage-out-failed")
+        if self.lfs_files():
+            rc, _ = self.git("lfs", "push", "origin", info["branch"])
+            if rc != 0:
+                return _exit(rc, "stage-out-failed")
+        rc, _ = self.git("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{info['branch']}")
+        if rc != 0:
+            self.note("pushing the results failed")
+            return _exit(rc, "stage-out-failed")
+        rc, head = self.git("rev-parse", "HEAD", capture=True)
+        self.note(f"pushed {head.strip()} to {info['branch']}")
+        return {"exit_code": 0, "output_commit": head.strip() if rc == 0 else None}
+
+    def run(self) -> dict[str, Any]:
+        stage = self.spec["stage"]
+        self.note(f"{stage} started (pid {os.getpid()})")
+        # compute: the action's wallTimeSeconds; staging: the Runtime's staging limit.
+        self.deadline = time.monotonic() + int(self.spec["wall_time_seconds"])
+        try:
+            if stage == "stage-in":
+                outcome = self.stage_in()
+            elif stage == "compute":
+                outcome = self.compute()
+            else:
+                outcome = self.stage_out()
+        except Stopped as stopped:
+            outcome = _exit(
+                stopped.returncode if stopped.returncode is not None else -15, stopped.code
+            )
+        except OSError as error:
+            self.note(f"{stage} could not run a step ({type(error).__name__})")
+            outcome = {
+                "exit_code": 127,
+                "code": f"{stage}-failed" if stage != "compute" else "compute-failed",
+            }
+        self.note(
+            f"{stage} finished: exit_code={outcome.get('exit_code')} "
+            f"signal={outcome.get('signal')} code={outcome.get('code')}"
+        )
+        return outcome
+
+
+def _exit(returncode: int, code: str) -> dict[str, Any]:
+    if returncode < 0:
+        return {"exit_code": None, "signal": -returncode, "code": code}
+    return {"exit_code": returncode, "signal": None, "code": code}
+
+
+def write_status(control: Path, status: dict[str, Any]) -> None:
+    """Write ``status.json`` atomically and durably (temp file, fsync, rename)."""
+    tmp = control / "status.json.tmp"
+    with open(tmp, "w") as f:
+        json.dump(status, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, control / "status.json")
+    dir_fd = os.open(control, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point; returns 0 whether the stage succeeded or failed (the status file
+    carries the outcome) and 2 when the control directory is unusable."""
+    if len(argv) != 1:
+        print("usage: python -m site_runtime.adaptors.stage_runner CONTROL_DIR", file=sys.stderr)
+        return 2
+    control = Path(argv[0])
+    credentials = {
+        k: os.environ.pop(k)
+        for k in ("METALLO_GIT_USERNAME", "METALLO_GIT_TOKEN")
+        if k in os.environ
+    }
+    try:
+        fd = os.open(control / "claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return 0  # another runner owns this stage: no second effect
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()} {process_start_ticks(os.getpid())}")
+        f.flush()
+        os.fsync(f.fileno())
+    spec = json.loads((control / "spec.json").read_text())
+    runner = Runner(control, spec, credentials)
+
+    def on_term(signum, frame) -> None:  # cancellation from the Runtime
+        runner.cancelled = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if (control / "cancel").exists():
+        runner.cancelled = True
+    outcome = runner.run() if not runner.cancelled else {"exit_code": None, "code": "cancelled"}
+    write_status(
+        control,
+        {
+            "stage": spec["stage"],
+            "exit_code": outcome.get("exit_code"),
+            "signal": outcome.get("signal"),
+            "code": outcome.get("code"),
+            "output_commit": outcome.get("output_commit"),
+            "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+"""What an executor asks the Site edge for (seed 001; seed 000): execution
+authorisation and Run-scoped repository grants. ``adaptors/edge_client.py``
+implements both over HTTPS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class RepositoryGrant:
+    """A just-in-time repository identity for one stage; ``token`` is hidden from
+    ``repr`` and must never be logged, journaled or put on a command line."""
+
+    grant_id: str
+    username: str
+    token: str = field(repr=False)
+    repository_url: str
+    expires_at: str
+
+
+class ExecutionAuthority(Protocol):
+    """``POST /v1/authorisations/execution`` (seed 001, authorise): used once for the
+    immediate effect, never cached as a verdict."""
+
+    async def authorise_execution(self, request: dict[str, str]) -> dict[str, Any]:
+        """``request``: run_id, attempt_id, material_digest, member_id, site_username,
+        account. Returns the saved material; raises EdgeRefused
+        (``authorisation-refused``) or EdgeUnavailable (``authority-unavailable``)."""
+        ...
+
+
+class RepositoryGrants(Protocol):
+    """Per-stage repository identities (seed 001, Repository grants)."""
+
+    async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
+        """Issue a ``stage-in`` (fetch) or ``stage-out`` (fetch + push) identity."""
+        ...
+
+    async def release(self, grant_id: str) -> None:
+        """Revoke it; an unknown grant counts as released."""
+        ...

@@ -1,0 +1,170 @@
+"""Parsing actions.yaml (issue 3 items 1-2; docs/actions.md; contracts/actions.schema.json).
+
+The file is read faithfully (what the author wrote is kept: a digit-only commit,
+``3.10``, ``on``/``yes``/``no`` stay text where text is expected), bounded (1 MiB,
+200 actions, depth, aliases) and checked completely: every problem is reported
+at once with file, line and field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metallo.governance.faithful_yaml import (
+    Document,
+    DocumentError,
+    Limits,
+    Problem,
+    load_document,
+    schema_problems,
+)
+
+from workload_portfolio.domain.action_types import action_type
+from workload_portfolio.domain.refs import branch_problem, relative_path_problem
+
+ACTIONS_FILE = "actions.yaml"
+MAX_BYTES = 1024 * 1024
+MAX_ACTIONS = 200
+RESERVED_ENV_PREFIX = "METALLO_"
+
+
+class ActionsFileError(DocumentError):
+    """actions.yaml was refused; ``problems`` lists every problem with its line and field."""
+
+
+@dataclass(frozen=True)
+class ActionsFile:
+    """A valid actions.yaml: its version and its actions in file order (name, mapping)."""
+
+    version: int
+    actions: tuple[tuple[str, dict], ...]
+
+    def action(self, name: str) -> dict | None:
+        """The validated mapping of action ``name``, or None."""
+        for n, a in self.actions:
+            if n == name:
+                return a
+        return None
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.actions]
+
+
+_schema: dict | None = None
+
+
+def actions_schema() -> dict:
+    """contracts/actions.schema.json (``$METALLO_CONTRACTS_DIR`` overrides the directory)."""
+    global _schema
+    if _schema is None:
+        env = os.environ.get("METALLO_CONTRACTS_DIR")
+        base = Path(env) if env else Path(__file__).resolve().parents[3] / "contracts"
+        _schema = json.loads((base / "actions.schema.json").read_text(encoding="utf-8"))
+    return _schema
+
+
+def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE) -> ActionsFile:
+    """Parse and check an actions.yaml.
+
+    content: the file's bytes; source: the name used in problems.
+    Returns :class:`ActionsFile`. Raises :class:`ActionsFileError` listing every
+    problem (size over 1 MiB, over 200 actions, YAML syntax, alias bombs, nesting,
+    duplicate keys, schema violations and the cross-field rules below).
+    """
+    limits = Limits(max_bytes=MAX_BYTES, max_depth=24, max_aliases=500, max_nodes=200_000)
+    try:
+        doc, problems = load_document(content, source=source, schema=actions_schema(), limits=limits)
+    except DocumentError as e:
+        raise ActionsFileError(e.problems) from None
+    data = doc.data
+    actions = data.get("actions") if isinstance(data, dict) else None
+    if isinstance(actions, dict) and len(actions) > MAX_ACTIONS:
+        # Refuse before the (linear, but pointless) full validation of a huge file.
+        raise ActionsFileError([doc.problem(("actions",), f"{len(actions)} actions; at most {MAX_ACTIONS} are allowed")])
+    problems.extend(_retitle(schema_problems(doc, actions_schema()), data))
+    if isinstance(actions, dict):
+        for name, action in actions.items():
+            if isinstance(action, dict):
+                problems.extend(_action_problems(doc, name, action))
+    if problems:
+        raise ActionsFileError(problems)
+    return ActionsFile(version=data["version"], actions=tuple(actions.items()))
+
+
+def _retitle(problems: list[Problem], data: Any) -> list[Problem]:
+    """Make "… should not be valid under {}" say which action type refuses the field."""
+    out = []
+    for p in problems:
+        if p.message.endswith("should not be valid under {}"):
+            parts = p.field.split(".")
+            kind = ""
+            if len(parts) >= 3 and parts[0] == "actions":
+                a = data["actions"].get(parts[1], {})
+                kind = a.get("type", "") if isinstance(a, dict) else ""
+            p = Problem(p.file, p.line, p.column, p.field,
+                        f"'{parts[-1]}' is not allowed for type {kind}" if kind else "not allowed here")
+        out.append(p)
+    return out
+
+
+def _action_problems(doc: Document, name: str, a: dict) -> list[Problem]:
+    """Cross-field rules the schema cannot say well (docs/actions.md, "Rules")."""
+    base = ("actions", name)
+    out: list[Problem] = []
+    t = a.get("type")
+    try:
+        at = action_type(t) if isinstance(t, str) else None
+    except KeyError:
+        at = None
+    res = a.get("resources") if isinstance(a.get("resources"), dict) else {}
+    gpus = res.get("gpus", 0)
+    if "gpuClass" in res and not (isinstance(gpus, int) and gpus >= 1):
+        out.append(doc.problem(base + ("resources", "gpuClass"), "gpuClass needs gpus of at least 1"))
+    if at is not None:
+        if at.family == "reconciled-service" and "wallTimeSeconds" in res:
+            out.append(doc.problem(base + ("resources", "wallTimeSeconds"),
+                                   f"services ({at.name}) run until stopped; wallTimeSeconds is for jobs only", key=True))
+        if at.environment != "slurm" and "nodes" in res:
+            out.append(doc.problem(base + ("resources", "nodes"), "nodes is for slurm-job only", key=True))
+    runtime = a.get("runtime") if isinstance(a.get("runtime"), dict) else {}
+    env = runtime.get("environment") if isinstance(runtime.get("environment"), dict) else {}
+    for key in env:
+        if key.upper().startswith(RESERVED_ENV_PREFIX):
+            out.append(doc.problem(base + ("runtime", "environment", key),
+                                   f"variables starting with {RESERVED_ENV_PREFIX} are reserved for the platform", key=True))
+    wd = runtime.get("workingDirectory")
+    if isinstance(wd, str) and (why := relative_path_problem(wd)):
+        out.append(doc.problem(base + ("runtime", "workingDirectory"), why))
+    inputs = a.get("inputs") if isinstance(a.get("inputs"), list) else []
+    seen_names: dict[str, int] = {}
+    for i, inp in enumerate(inputs):
+        if not isinstance(inp, dict):
+            continue
+        at_path = base + ("inputs", i)
+        has_branch, has_commit = "branch" in inp, "commit" in inp
+        if has_branch == has_commit:
+            out.append(doc.problem(at_path, "an input names exactly one of branch or commit"))
+        if isinstance(inp.get("branch"), str) and (why := branch_problem(inp["branch"])):
+            out.append(doc.problem(at_path + ("branch",), why))
+        if isinstance(inp.get("path"), str) and (why := relative_path_problem(inp["path"])):
+            out.append(doc.problem(at_path + ("path",), why))
+        n = inp.get("name")
+        if isinstance(n, str):
+            if n in seen_names:
+                out.append(doc.problem(at_path + ("name",), f"input name {n!r} is already used by inputs[{seen_names[n]}]"))
+            seen_names.setdefault(n, i)
+    model = a.get("model") if isinstance(a.get("model"), dict) and t == "k8s-inferenceservice" else None
+    if model is not None:
+        mpath = base + ("model",)
+        if ("id" in model) == ("path" in model):
+            out.append(doc.problem(mpath, "a model names exactly one of id (Hugging Face) or path (in the checkout)"))
+        if "revision" in model and "id" not in model:
+            out.append(doc.problem(mpath + ("revision",), "revision goes with id"))
+        if isinstance(model.get("path"), str) and (why := relative_path_problem(model["path"])):
+            out.append(doc.problem(mpath + ("path",), why))
+    return out

@@ -1,0 +1,200 @@
+"""Execution Core end to end on real PostgreSQL and RabbitMQ (issue 4, item 7).
+
+Site Coordination and Workload Portfolio are doubles at the message level only.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from metallo.execution_core.v1 import execution_core_pb2 as pb
+
+from tests.integration.execution_core_support import (
+    COMMIT,
+    happy_batch,
+    result,
+    revision,
+    stack_factory,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def make_stack(make_database, amqp_url, topology, tmp_path):
+    async with stack_factory(make_database, amqp_url, topology, tmp_path) as make:
+        yield make
+
+
+async def test_queued_batch_whole_lifecycle(make_stack):
+    stack = await make_stack()
+    run_id = await stack.launch()
+    run = await stack.terminal(run_id)
+
+    assert (run.outcome, run.reason_code, run.phase, run.desired_state) == (
+        "succeeded",
+        "completed",
+        "terminal",
+        "run",
+    )
+    assert (
+        run.site_id == "lab-slurm" and run.environment == "slurm" and run.family == "queued-batch"
+    )
+    assert run.initiating_member == "m-alice" and run.output_commit == "f" * 40
+    assert [(p.role, p.commit) for p in run.repositories] == [("action", COMMIT)]
+    assert (
+        run.observation_phase == "succeeded"
+        and run.native_state == "COMPLETED"
+        and run.exit.exit_code == 0
+    )
+    (attempt,) = run.attempts
+    assert (
+        attempt.number == 1 and attempt.state == "succeeded" and len(attempt.material_digest) == 64
+    )
+    assert [(j.stage, j.job_id) for j in attempt.native_jobs] == [("compute", "job-1")]
+
+    kinds = [k for _, k in stack.site.kinds(run_id)]
+    assert kinds == ["prepare", "start", "observe", "observe"]
+    prepare = json.loads(stack.site.received[0].payload_json)
+    assert prepare["material_digest"] == attempt.material_digest
+    assert prepare["member"] == {"id": "m-alice", "site_username": "alice", "account": "demo"}
+    assert prepare["repository"]["commit"] == COMMIT and prepare["deadline"].endswith("Z")
+    stack.site.assert_no_duplicates()
+
+    (done,) = await stack.wait_events(pb.RunCompleted, run_id)
+    assert (done.outcome, done.reason_code, done.output_commit) == (
+        "succeeded",
+        "completed",
+        "f" * 40,
+    )
+    assert len(await stack.wait_events(pb.RunAccepted, run_id)) == 1
+    assert len(await stack.wait_events(pb.RunStarted, run_id)) == 1
+
+
+async def test_reconciled_service_apply_observe_then_cancel_terminates(make_stack):
+    def service(cmd, double):
+        if cmd.kind == "apply":
+            return result(cmd, phase="queued")
+        if cmd.kind == "terminate":
+            return result(cmd)
+        if cmd.kind == "observe":
+            if double.count(cmd.attempt_id, "terminate"):
+                return result(cmd, phase="cancelled", native_state="Deleted")
+            return result(
+                cmd, phase="running", native_state="Available", endpoint="https://svc.demo.example/"
+            )
+        return None
+
+    stack = await make_stack(script=service)
+    stack.portfolio.add(
+        revision("w-svc", 1, family="reconciled-service", spec={"command": ["serve"]})
+    )
+    run_id = await stack.launch("w-svc", 1)
+    run = await stack.wait_for(run_id, lambda r: r.phase == "running" and r.endpoint)
+    assert (
+        run.family == "reconciled-service"
+        and run.site_id == "lab-k8s"
+        and run.service_kind == "application"
+    )
+    reply = await stack.cancel(run_id)
+    assert reply.cancel_recorded and reply.desired_state == "cancel"
+    run = await stack.terminal(run_id)
+    assert (run.outcome, run.reason_code, run.cancelled_by) == (
+        "cancelled",
+        "cancelled-by-member",
+        "m-alice",
+    )
+    kinds = [k for _, k in stack.site.kinds(run_id)]
+    assert kinds[0] == "apply" and kinds.count("terminate") == 1 and kinds[-1] == "observe"
+    assert kinds.index("terminate") < len(kinds) - 1  # observed after the terminate result
+    stack.site.assert_no_duplicates()
+
+
+async def test_retry_after_definite_failure_is_a_new_attempt(make_stack):
+    def fail_first(cmd, double):
+        if cmd.kind == "observe" and cmd.attempt_number == 1:
+            return result(
+                cmd,
+                phase="failed",
+                failure={"stage": "compute", "code": "exit-nonzero", "exit_code": 2},
+            )
+        return happy_batch(cmd, double)
+
+    stack = await make_stack(script=fail_first)
+    stack.portfolio.add(
+        revision(
+            "w-retry", 1, spec={"command": ["x"], "retry": {"maxAttempts": 2, "backoffSeconds": 0}}
+        )
+    )
+    run_id = await stack.launch("w-retry", 1)
+    run = await stack.terminal(run_id)
+    assert run.outcome == "succeeded" and run.max_attempts == 2
+    assert [(a.number, a.state, a.reason_code) for a in run.attempts] == [
+        (1, "failed", "exit-nonzero"),
+        (2, "succeeded", "completed"),
+    ]
+    assert (
+        run.attempts[0].exit.exit_code == 2
+        and run.attempts[0].material_digest == run.attempts[1].material_digest
+    )
+    assert [n for n, k in stack.site.kinds(run_id) if k == "prepare"] == [1, 2]
+    stack.site.assert_no_duplicates()
+
+
+async def test_retries_exhausted_end_failed_with_the_last_reason(make_stack):
+    def always_refuse_start(cmd, double):
+        if cmd.kind == "start":
+            return result(cmd, "refused", "slurm-error-2014")
+        return happy_batch(cmd, double)
+
+    stack = await make_stack(script=always_refuse_start)
+    stack.portfolio.add(revision("w-r", 1, spec={"command": ["x"], "retry": {"maxAttempts": 2}}))
+    run_id = await stack.launch("w-r", 1)
+    run = await stack.terminal(run_id)
+    assert (run.outcome, run.reason_code) == ("failed", "slurm-error-2014")
+    assert [a.state for a in run.attempts] == ["refused", "refused"]
+    (done,) = await stack.wait_events(pb.RunCompleted, run_id)
+    assert done.outcome == "failed" and done.attempts == 2
+
+
+async def test_planning_rejections_end_the_run_with_stable_codes(make_stack):
+    stack = await make_stack()
+    missing = await stack.launch("w-missing", 7)
+    run = await stack.terminal(missing)
+    assert (run.outcome, run.reason_code, len(run.attempts)) == (
+        "failed",
+        "workload-revision-not-found",
+        0,
+    )
+    stack.portfolio.add(
+        revision("w-gpu", 1, spec={"command": ["x"], "resources": {"gpus": 1, "gpuClass": "h100"}})
+    )
+    gpu = await stack.terminal(await stack.launch("w-gpu", 1))
+    assert gpu.reason_code == "gpu-class-unavailable"
+    (done,) = await stack.wait_events(pb.RunCompleted, missing)
+    assert done.reason_code == "workload-revision-not-found"
+    assert stack.site.received == []
+
+
+async def test_dispatch_deadline_ends_an_unconfirmed_start(make_stack):
+    from dataclasses import replace
+
+    from tests.integration.execution_core_support import FAST
+
+    def never_confirm_start(cmd, double):
+        if cmd.kind == "start":
+            return None  # the start stays uncertain
+        if cmd.kind == "observe":
+            return result(cmd, phase="cancelled", native_state="CANCELLED")
+        return happy_batch(cmd, double)
+
+    stack = await make_stack(
+        settings=replace(FAST, dispatch_timeout_seconds=4), script=never_confirm_start
+    )
+    run_id = await stack.launch()
+    run = await stack.terminal(run_id)
+    assert (run.outcome, run.reason_code) == ("failed", "dispatch-deadline-passed")
+    kinds = [k for _, k in stack.site.kinds(run_id)]
+    assert kinds == ["prepare", "start", "cancel", "observe"]  # the start is never repeated
+    assert run.attempts[0].attempt_id == stack.site.received[-1].attempt_id  # same Attempt identity

@@ -1,0 +1,168 @@
+"""Execution and read authorisation, member tokens and repository grant rules at the
+Site edge (seed 001; seed 004 §4B), against the real governance file adapter."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import jwt
+import pytest
+from sqlalchemy import select
+
+from site_coordination.adaptors.tables import read_permits
+
+from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
+
+AUTH = {"run_id": "run-1", "attempt_id": "att-1", "material_digest": "d" * 64,
+        "member_id": "m-alice", "site_username": "alice", "account": "demo"}
+
+
+@pytest.fixture
+async def edge(make_database, tmp_path, namespace):
+    harness = await start_harness(make_database, tmp_path, namespace)
+    yield harness
+    await harness.stop()
+    await harness.engine.dispose()
+
+
+def _edit_governance(edge, old: str, new: str) -> None:
+    text = edge.governance_file.read_text()
+    assert old in text
+    tmp = edge.governance_file.with_suffix(".new")
+    tmp.write_text(text.replace(old, new))
+    os.replace(tmp, edge.governance_file)  # a new inode: the file object re-reads it
+
+
+async def test_execution_authorised_returns_the_saved_material(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["authorised"] is True
+    assert r.json()["material"]["material_digest"] == "d" * 64
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"material_digest": "e" * 64}, "material-digest-mismatch"),
+    ({"member_id": "m-bob"}, "member-mismatch"),
+    ({"account": "other"}, "account-mismatch"),
+    ({"site_username": "bob"}, "account-mismatch"),
+    ({"run_id": "run-2"}, "run-mismatch"),
+])
+async def test_execution_refused_when_the_request_differs_from_the_saved_material(
+        edge, change, reason):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    r = await client.post("/v1/authorisations/execution", json={**AUTH, **change})
+    assert r.status_code == 403
+    assert r.json()["error"] == {"code": "authorisation-refused", "reason": reason,
+                                 "message": r.json()["error"]["message"]}
+
+
+async def test_execution_follows_current_governance_and_is_never_cached(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    assert (await client.post("/v1/authorisations/execution", json=AUTH)).status_code == 200
+    _edit_governance(edge, "lab-slurm: {site_username: alice, account: demo}",
+                     "lab-slurm: {site_username: alice2, account: demo}")
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "binding-changed")
+    _edit_governance(edge, "lab-slurm: {site_username: alice2, account: demo}",
+                     "lab-slurm: {site_username: alice, account: demo}")
+    assert (await client.post("/v1/authorisations/execution", json=AUTH)).status_code == 200
+    _edit_governance(edge, "sites: [lab-slurm, lab-k8s]", "sites: [lab-k8s]")
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "site-not-in-project")
+    # A broken file is "cannot answer now", not a denial and not the old answer.
+    edge.governance_file.write_text("version: [")
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert (r.status_code, r.json()["error"]["code"]) == (503, "authority-unavailable")
+
+
+async def test_ended_attempts_and_unknown_attempts_are_refused(edge):
+    secret = await edge.grant()
+    client = edge.client(secret)
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "attempt-not-found")
+    await edge.append("prepare", payload=prepare_payload())
+    command = (await client.get("/v1/commands/next")).json()
+    await client.post("/v1/commands/1/result", json=result_for(command, outcome="refused"))
+    r = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "attempt-completed")
+    r = await client.post("/v1/attempts/att-1/repository-grants", json={"direction": "stage-out"})
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "attempt-completed")
+    r = await client.post("/v1/attempts/att-1/member-token")
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "attempt-completed")
+
+
+async def test_read_permit_for_exact_read(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    body = {"run_id": "run-1", "attempt_id": "att-1", "viewer": "m-bob", "read_kind": "logs",
+            "path": "logs/compute.log", "max_bytes": 4096}
+    r = await client.post("/v1/authorisations/read", json=body)
+    assert r.status_code == 200, r.text
+    permit = r.json()
+    assert {k: permit[k] for k in body} == body and permit["permit_id"].startswith("rp-")
+    for change, status, code in [({"viewer": "m-nobody"}, 403, "authorisation-refused"),
+                                 ({"path": "../etc/passwd"}, 422, "invalid-read-path"),
+                                 ({"max_bytes": 10**9}, 422, "invalid-request"),
+                                 ({"read_kind": "secrets"}, 422, "invalid-request")]:
+        r = await client.post("/v1/authorisations/read", json={**body, **change})
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), change
+    async with edge.engine.connect() as conn:
+        assert len((await conn.execute(select(read_permits))).all()) == 1
+
+
+async def test_member_token_is_a_verifiable_rs256_jwt(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    r = await client.post("/v1/attempts/att-1/member-token")
+    assert r.status_code == 201, r.text
+    token = r.json()["token"]
+    jwks = (await edge.client().get("/.well-known/jwks.json")).json()
+    header = jwt.get_unverified_header(token)
+    (jwk,) = [k for k in jwks["keys"] if k["kid"] == header["kid"]]
+    claims = jwt.decode(token, jwt.PyJWK(jwk).key, algorithms=["RS256"],
+                        issuer="https://issuer.test", options={"verify_aud": False})
+    assert header["alg"] == "RS256"
+    assert claims["sub"] == "m-alice" and claims["typ"] == "Bearer"
+    assert claims["azp"] == "metallo-site-runtime"
+    assert "site_username" in claims["scope"].split()
+    assert claims["site_username"] == claims["username"] == claims["sun"] == "alice"
+    assert 0 < claims["exp"] - claims["iat"] <= 3600
+
+
+async def test_repository_grant_deadline_rules(edge):
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    url = edge.url + "/git/demo.git"
+    await edge.append("prepare", payload=prepare_payload(url, deadline=past))
+    client = edge.client(await edge.grant())
+    r = await client.post("/v1/attempts/att-1/repository-grants", json={"direction": "stage-in"})
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "attempt-deadline-passed")
+    r = await client.post("/v1/attempts/att-1/repository-grants", json={"direction": "stage-out"})
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "attempt-not-submitted")
+    # Once the Attempt's start was delivered, stage-out may cross the deadline.
+    command = (await client.get("/v1/commands/next")).json()
+    await client.post("/v1/commands/1/result", json=result_for(command))
+    await edge.append("start")
+    await client.get("/v1/commands/next")
+    r = await client.post("/v1/attempts/att-1/repository-grants", json={"direction": "stage-out"})
+    assert r.status_code == 201, r.text
+    assert r.json()["repository_url"] == url and r.json()["token"].startswith("prt_")
+    r = await client.post("/v1/attempts/att-1/repository-grants", json={"direction": "sideways"})
+    assert r.status_code == 422
+
+
+async def test_member_token_passes_the_runtime_verifier_with_the_edge_jwks(edge):
+    from metallo.identity.verify import HttpJwksSource, JwksCache, MemberTokenVerifier
+
+    await edge.append("prepare", payload=prepare_payload())
+    r = await edge.client(await edge.grant()).post("/v1/attempts/att-1/member-token")
+    verifier = MemberTokenVerifier(
+        issuer="https://issuer.test", authorized_party="metallo-site-runtime",
+        keys=JwksCache(HttpJwksSource(edge.url + "/.well-known/jwks.json",
+                                      verify=edge.ssl_context())))
+    verified = await verifier.verify(r.json()["token"], site_username="alice")
+    assert (verified.subject, verified.site_username) == ("m-alice", "alice")

@@ -1,0 +1,78 @@
+"""AppendSiteCommand over RabbitMQ through the CommandServer, and the stream's
+events through the outbox relay (seed 004 §4A; real PostgreSQL and RabbitMQ)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from metallo.common.v1 import common_pb2
+from metallo.messaging import EventConsumer, OutboxRelay, Rejected, RequestClient
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
+from site_coordination.adaptors.command_handlers import build_command_server
+from site_coordination.domain.canonical import canonical_json
+from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
+
+
+def _append(command_id: str, environment: str = "slurm") -> sc_pb2.AppendSiteCommand:
+    return sc_pb2.AppendSiteCommand(
+        metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member="m-alice",
+                                            project="demo"),
+        site_id="lab-slurm", environment=environment, kind="prepare", run_id="run-1",
+        attempt_id="att-1", attempt_number=1, payload_json=canonical_json(prepare_payload()),
+    )
+
+
+async def test_append_over_rabbitmq_and_events_through_the_outbox(
+        make_database, tmp_path, namespace, topology, amqp_url):
+    edge = await start_harness(make_database, tmp_path, namespace)
+    server = build_command_server(edge.engine, amqp_url, topology)
+    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination")
+    observer = EventConsumer("sc_observer", edge.engine, amqp_url, topology)
+    received: list = []
+    both = asyncio.Event()
+
+    @observer.on(sc_pb2.SiteCommandAppended)
+    async def appended(session, event):
+        received.append(event)
+
+    @observer.on(sc_pb2.SiteCommandResultRecorded)
+    async def recorded(session, event):
+        received.append(event)
+        both.set()
+
+    await observer.start()
+    await server.start()
+    await relay.start()
+    client = RequestClient(amqp_url, topology)
+    await client.start()
+    try:
+        command_id = uuid.uuid4().hex
+        reply = await client.request(_append(command_id), timeout=20)
+        assert (reply.command_id, reply.sequence) == (command_id, 1)
+        again = await client.request(_append(command_id), timeout=20)
+        assert again.sequence == 1
+        with pytest.raises(Rejected) as err:
+            await client.request(_append(uuid.uuid4().hex, environment="vms"), timeout=20)
+        assert err.value.code == "invalid-argument"
+
+        http = edge.client(await edge.grant())
+        command = (await http.get("/v1/commands/next")).json()
+        assert command["command_id"] == command_id
+        r = await http.post("/v1/commands/1/result", json=result_for(command))
+        assert r.json() == {"recorded": True}
+        await asyncio.wait_for(both.wait(), 30)
+        kinds = [type(e).__name__ for e in received]
+        assert kinds == ["SiteCommandAppended", "SiteCommandResultRecorded"]
+        assert received[0].sequence == 1 and received[0].kind == "prepare"
+        assert json.loads(received[1].result_json) == result_for(command)
+    finally:
+        await client.close()
+        await relay.stop()
+        await server.stop()
+        await observer.stop()
+        await edge.stop()
+        await edge.engine.dispose()

@@ -1,0 +1,203 @@
+"""The local executor's whole lifecycle through the real worker, the real HTTPS Site
+edge (Site Coordination's app, TLS, PostgreSQL) and real git (DESIGN.md, Site
+Runtime; seed 000 phases; seed 001 failure records)."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+
+import pytest
+from site_coordination.adaptors.tables import progress_reports, repository_grants
+from sqlalchemy import select
+
+from tests.integration.site_coordination_support import start_harness
+from tests.integration.site_runtime_support import (
+    bare_git,
+    bare_head,
+    batch_payload,
+    edge_result,
+    group_gone,
+    live_group_members,
+    new_runtime,
+    observe_until,
+    seed_repository,
+    stage_rows,
+)
+
+
+@pytest.fixture
+async def edge(make_database, tmp_path, namespace):
+    harness = await start_harness(make_database, tmp_path, namespace)
+    yield harness
+    await harness.stop()
+    await harness.engine.dispose()
+
+
+@pytest.fixture
+async def runtime(edge, tmp_path):
+    rt = await new_runtime(edge, tmp_path)
+    yield rt
+    await rt.close()
+
+
+async def test_whole_lifecycle_clones_runs_commits_and_pushes(edge, runtime, tmp_path):
+    url, commit = await seed_repository(edge, tmp_path)
+    payload = batch_payload(
+        url,
+        commit,
+        {"argv": ["python3", "make_output.py", "a b", "$HOME"]},
+        environment={"GREETING": "hello world"},
+        pre=[{"shell": "echo pre > pre.txt"}],
+    )
+    seq = await edge.append("prepare", payload=payload)
+    prepared = await runtime.handle(seq)
+    assert prepared["outcome"] == "succeeded"
+    assert prepared["observation"]["phase"] == "prepared"
+    workspace = runtime.state / "workspaces" / "att-1"
+    assert stat.S_IMODE(workspace.stat().st_mode) == 0o700
+
+    started = await runtime.handle(await edge.append("start"))
+    assert started["outcome"] == "succeeded"
+    assert started["observation"]["phase"] in ("queued", "running", "succeeded")
+
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    obs = done["observation"]
+    assert obs["phase"] == "succeeded", obs
+    assert obs["exit_code"] == 0 and obs["failure"] is None
+    assert [j["stage"] for j in done["native_jobs"]] == ["stage-in", "compute", "stage-out"]
+
+    # The output commit is on the Run's branch of the bare repository, by the fixed author,
+    # with the pinned commit as parent and the compute's files in it.
+    assert obs["output_commit"] == bare_head(edge)
+    show = bare_git(edge, "log", "-1", "--format=%an <%ae>|%P", obs["output_commit"])
+    assert show.strip() == f"Metallo <metallo@localhost>|{commit}"
+    output = bare_git(edge, "show", f"{obs['output_commit']}:output.txt")
+    assert "args=['a b', '$HOME']" in output  # exact argv: no shell expansion
+    assert "GREETING=hello world" in output
+    assert "HAS_TOKEN=False" in output  # repository credentials never reach compute
+    pre = bare_git(edge, "show", f"{obs['output_commit']}:pre.txt")
+    assert pre == "pre\n"
+
+    # Every repository grant was released; every stage ran exactly once.
+    async with edge.engine.connect() as conn:
+        grants = (
+            await conn.execute(
+                select(repository_grants.c.direction, repository_grants.c.revoked_at)
+            )
+        ).all()
+    assert sorted(g.direction for g in grants) == ["stage-in", "stage-out"]
+    assert all(g.revoked_at is not None for g in grants)
+    rows = stage_rows(runtime.state, "att-1")
+    assert {s: (r["state"], r["launches"]) for s, r in rows.items()} == {
+        "stage-in": ("succeeded", 1),
+        "compute": ("succeeded", 1),
+        "stage-out": ("succeeded", 1),
+    }
+
+    # Logs are readable through read-log, bounded by max_bytes; no token in any of them.
+    log = await runtime.handle(
+        await edge.append("read-log", payload={"stage": "compute", "max_bytes": 4096})
+    )
+    assert "compute ran" in log["observation"]["log"]["text"]
+    small = await runtime.handle(
+        await edge.append("read-log", payload={"stage": "compute", "max_bytes": 10})
+    )
+    assert len(small["observation"]["log"]["text"].encode()) <= 10
+    assert small["observation"]["log"]["truncated"] is True
+    for path in [
+        *workspace.rglob("*.log"),
+        runtime.state / "jobs.sqlite",
+        runtime.state / "delivery.sqlite",
+        *(workspace / "control").rglob("*"),
+    ]:
+        if path.is_file():
+            assert b"prt_" not in path.read_bytes(), path
+    assert await edge_result(edge, seq) == prepared
+
+
+async def test_missing_commit_fails_stage_in_with_repository_commit_missing(
+    edge, runtime, tmp_path
+):
+    url, _ = await seed_repository(edge, tmp_path)
+    payload = batch_payload(url, "f" * 40, {"argv": ["true"]})
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    await runtime.handle(await edge.append("start"))
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    failure = done["observation"]["failure"]
+    assert done["observation"]["phase"] == "failed"
+    assert failure["stage"] == "stage-in" and failure["code"] == "repository-commit-missing"
+    assert "compute" not in stage_rows(runtime.state, "att-1")
+
+
+async def test_wall_time_is_enforced_with_term_then_kill(edge, runtime, tmp_path):
+    url, commit = await seed_repository(edge, tmp_path)
+    # The shell ignores TERM, so only the KILL after the grace period stops it.
+    payload = batch_payload(url, commit, {"shell": "trap '' TERM; sleep 60"}, wall=1)
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    await runtime.handle(await edge.append("start"))
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    failure = done["observation"]["failure"]
+    assert failure["stage"] == "compute" and failure["code"] == "wall-time-exceeded"
+    assert failure["scheduler_state"] == "TIMEOUT" and failure["signal"] == 9
+    child = int((runtime.state / "workspaces/att-1/control/compute/child").read_text())
+    assert await group_gone(child)
+    assert "stage-out" not in stage_rows(runtime.state, "att-1")
+
+
+async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtime, tmp_path):
+    url, commit = await seed_repository(edge, tmp_path)
+    payload = batch_payload(url, commit, {"shell": "sleep 60 & sleep 60; wait"})
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    await runtime.handle(await edge.append("start"))
+    await observe_until(runtime, edge, "att-1", {"running"})
+    control = runtime.state / "workspaces/att-1/control/compute"
+    for _ in range(100):
+        if (control / "child").exists():
+            break
+        await asyncio.sleep(0.05)
+    child = int((control / "child").read_text())
+    assert len(live_group_members(child)) >= 2  # the shell and its background sleep
+
+    cancel_seq = await edge.append("cancel", payload={"reason": "member-request"})
+    cancelled = await runtime.handle(cancel_seq)
+    assert cancelled["outcome"] == "succeeded" and cancelled["message"] == "accepted"
+    assert cancelled["observation"]["phase"] == "cancelled"
+    assert await group_gone(child)
+    rows = stage_rows(runtime.state, "att-1")
+    assert rows["compute"]["state"] == "cancelled" and "stage-out" not in rows
+    again = await observe_until(runtime, edge, "att-1", {"cancelled"})
+    assert again["observation"]["phase"] == "cancelled"
+    async with edge.engine.connect() as conn:
+        revoked = (await conn.execute(select(repository_grants.c.revoked_at))).scalars().all()
+    assert revoked and all(r is not None for r in revoked)
+
+
+async def test_deferral_is_reported_once_and_the_command_stays_pending(edge, tmp_path):
+    url, commit = await seed_repository(edge, tmp_path)
+    busy = await new_runtime(edge, tmp_path, max_active=0)
+    try:
+        await busy.handle(
+            await edge.append("prepare", payload=batch_payload(url, commit, ["true"]))
+        )
+        start_seq = await edge.append("start")
+        for _ in range(4):
+            await busy.worker.step()
+        entry = busy.delivery.entry(start_seq)
+        assert entry.state == "dispatched" and entry.result_json is None
+        assert entry.reported_codes == {"runtime-busy"}
+        async with edge.engine.connect() as conn:
+            reports = (await conn.execute(select(progress_reports.c.code))).scalars().all()
+        assert reports == ["runtime-busy"]
+        assert await edge_result(edge, start_seq) is None
+    finally:
+        await busy.close()
+    # With a free slot the same command goes ahead.
+    free = await new_runtime(edge, tmp_path)
+    try:
+        started = await free.handle(start_seq)
+        assert started["outcome"] == "succeeded"
+        done = await observe_until(free, edge, "att-1", {"succeeded", "failed"})
+        assert done["observation"]["phase"] == "succeeded"
+    finally:
+        await free.close()

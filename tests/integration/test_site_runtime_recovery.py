@@ -1,0 +1,306 @@
+"""Recovery of the Site Runtime (seed 004 §4C; seed 000, Recovery): the Runtime is
+stopped at each journal step — in process at exact fault points, and as a real
+``python -m site_runtime`` process killed with SIGKILL during compute — then
+restarted: saved results are replayed, uncertain commands recovered, no phase is
+rerun and no duplicate process is started. Real Site edge (TLS, PostgreSQL), real git.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.site_coordination_support import start_harness
+from tests.integration.site_runtime_support import (
+    Crash,
+    bare_git,
+    bare_head,
+    batch_payload,
+    edge_result,
+    group_gone,
+    live_group_members,
+    new_runtime,
+    observe_until,
+    seed_repository,
+    stage_rows,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def edge(make_database, tmp_path, namespace):
+    harness = await start_harness(make_database, tmp_path, namespace)
+    yield harness
+    await harness.stop()
+    await harness.engine.dispose()
+
+
+def crash_at(step: str, kind: str | None = None, runtime_ref: list | None = None):
+    """A fault hook that raises Crash the first time ``step`` is reached (for ``kind``)."""
+    fired = []
+
+    def fault(name: str) -> None:
+        if name != step or fired:
+            return
+        if kind is not None and runtime_ref:
+            entries = runtime_ref[0].delivery.unfinished()
+            if not entries or entries[-1].command.kind != kind:
+                return
+        fired.append(name)
+        raise Crash(name)
+
+    return fault
+
+
+async def crashed_runtime(edge, tmp_path, step: str, kind: str):
+    ref: list = []
+    rt = await new_runtime(edge, tmp_path, fault=crash_at(step, kind, ref))
+    ref.append(rt)
+    return rt
+
+
+def runner_starts(state: Path, stage: str) -> int:
+    log = state / "workspaces" / "att-1" / "logs" / f"{stage}.log"
+    return log.read_text().count(f"{stage} started") if log.exists() else 0
+
+
+async def _prepared(edge, tmp_path, command=None):
+    url, commit = await seed_repository(edge, tmp_path)
+    payload = batch_payload(url, commit, command or {"argv": ["python3", "make_output.py"]})
+    return await edge.append("prepare", payload=payload)
+
+
+async def test_kill_after_journaling_before_acting(edge, tmp_path):
+    seq = await _prepared(edge, tmp_path)
+    a = await crashed_runtime(edge, tmp_path, "journaled", "prepare")
+    with pytest.raises(Crash):
+        await a.handle(seq)
+    assert a.delivery.entry(seq).state == "journaled"
+    assert a.jobs.attempt("att-1") is None  # nothing was done before the kill
+    await a.close()
+    b = await new_runtime(edge, tmp_path)
+    try:
+        result = await b.handle(seq)
+        assert result["outcome"] == "succeeded"
+        assert await edge_result(edge, seq) == result
+    finally:
+        await b.close()
+
+
+async def test_kill_after_start_acted_before_its_result_was_saved(edge, tmp_path):
+    seq = await _prepared(edge, tmp_path)
+    a = await crashed_runtime(edge, tmp_path, "executed", "start")
+    await a.handle(seq)
+    start_seq = await edge.append("start")
+    with pytest.raises(Crash):
+        await a.handle(start_seq)
+    entry = a.delivery.entry(start_seq)
+    assert entry.state == "dispatched" and entry.result_json is None
+    await a.close()
+
+    b = await new_runtime(edge, tmp_path)
+    try:
+        started = await b.handle(start_seq)  # executor.recover: no second stage-in
+        assert started["outcome"] == "succeeded"
+        done = await observe_until(b, edge, "att-1", {"succeeded", "failed"})
+        assert done["observation"]["phase"] == "succeeded"
+        rows = stage_rows(b.state, "att-1")
+        assert {s: r["launches"] for s, r in rows.items()} == {
+            "stage-in": 1,
+            "compute": 1,
+            "stage-out": 1,
+        }
+        assert runner_starts(b.state, "stage-in") == 1
+        assert runner_starts(b.state, "compute") == 1
+    finally:
+        await b.close()
+
+
+@pytest.mark.parametrize("step", ["result-saved", "reported"])
+async def test_saved_result_is_replayed_after_a_kill(edge, tmp_path, step):
+    seq = await _prepared(edge, tmp_path)
+    a = await crashed_runtime(edge, tmp_path, step, "start")
+    await a.handle(seq)
+    start_seq = await edge.append("start")
+    with pytest.raises(Crash):
+        await a.handle(start_seq)
+    saved = a.delivery.entry(start_seq).result_json
+    assert saved is not None
+    await a.close()
+
+    b = await new_runtime(edge, tmp_path)
+    try:
+        replayed = await b.handle(start_seq)
+        assert replayed == json.loads(saved)  # the exact saved result, not a new one
+        assert await edge_result(edge, start_seq) == replayed
+        assert stage_rows(b.state, "att-1")["stage-in"]["launches"] == 1
+        done = await observe_until(b, edge, "att-1", {"succeeded", "failed"})
+        assert done["observation"]["phase"] == "succeeded"
+        assert runner_starts(b.state, "stage-in") == 1
+    finally:
+        await b.close()
+
+
+async def test_cancel_interrupted_after_acting_answers_accepted_after_restart(edge, tmp_path):
+    seq = await _prepared(edge, tmp_path, {"argv": ["sleep", "60"]})
+    a = await crashed_runtime(edge, tmp_path, "executed", "cancel")
+    await a.handle(seq)
+    await a.handle(await edge.append("start"))
+    await observe_until(a, edge, "att-1", {"running"})
+    cancel_seq = await edge.append("cancel", payload={"reason": "member-request"})
+    with pytest.raises(Crash):
+        await a.handle(cancel_seq)
+    await a.close()
+    b = await new_runtime(edge, tmp_path)
+    try:
+        cancelled = await b.handle(cancel_seq)
+        assert cancelled["message"] == "accepted"
+        assert cancelled["observation"]["phase"] == "cancelled"
+    finally:
+        await b.close()
+
+
+async def test_stage_gone_without_recorded_exit_is_marked_lost(edge, tmp_path):
+    seq = await _prepared(edge, tmp_path, {"argv": ["sleep", "60"]})
+    a = await new_runtime(edge, tmp_path)
+    await a.handle(seq)
+    await a.handle(await edge.append("start"))
+    await observe_until(a, edge, "att-1", {"running"})
+    await a.close()
+    control = a.state / "workspaces" / "att-1" / "control" / "compute"
+    for _ in range(100):
+        if (control / "child").exists():
+            break
+        await asyncio.sleep(0.05)
+    runner = int((control / "claim").read_text().split()[0])
+    child = int((control / "child").read_text())
+    os.killpg(child, signal.SIGKILL)  # the host "reboots": runner and job die unrecorded
+    os.kill(runner, signal.SIGKILL)
+    assert await group_gone(child) and await group_gone(runner)
+
+    b = await new_runtime(edge, tmp_path)
+    try:
+        done = await observe_until(b, edge, "att-1", {"failed", "succeeded"})
+        failure = done["observation"]["failure"]
+        assert failure["stage"] == "compute" and failure["code"] == "local-process-lost"
+    finally:
+        await b.close()
+
+
+def _runtime_process(edge, tmp_path: Path, grant_file: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'libs'}:{ROOT / 'services'}",
+        "RUNTIME_LOCAL_GRACE_SECONDS": "1",
+    }
+    log = open(tmp_path / "runtime.log", "ab")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "site_runtime",
+            "--edge",
+            edge.url,
+            "--ca",
+            str(edge.ca_file),
+            "--grant-file",
+            str(grant_file),
+            "--executor",
+            "local",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--wait",
+            "1",
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+
+
+async def _wait_for(predicate, timeout: float = 60.0) -> None:
+    for _ in range(int(timeout / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("condition not reached")
+
+
+def _compute_state(state: Path) -> str | None:
+    path = state / "jobs.sqlite"
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute(
+            "SELECT state FROM stages WHERE attempt_id = 'att-1' AND stage = 'compute'"
+        ).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
+async def test_runtime_killed_during_compute_readopts_the_running_process(edge, tmp_path):
+    # Compute outlives the Runtime: it appends one line per run, so a rerun would show.
+    command = {"shell": "sleep 3; echo ran >> runs.txt"}
+    seq = await _prepared(edge, tmp_path, command)
+    grant_file = tmp_path / "grant"
+    grant_file.write_text(await edge.grant())
+    first = _runtime_process(edge, tmp_path, grant_file)
+    try:
+        await edge.append("start")
+        control = tmp_path / "state" / "workspaces" / "att-1" / "control" / "compute"
+        await _wait_for(
+            lambda: _compute_state(tmp_path / "state") == "running" and (control / "child").exists()
+        )
+        first.send_signal(signal.SIGKILL)
+        await asyncio.get_running_loop().run_in_executor(None, first.wait)
+        runner = int((control / "claim").read_text().split()[0])
+        assert live_group_members(runner), "compute must survive the Runtime's death"
+    finally:
+        if first.poll() is None:
+            first.kill()
+    second = _runtime_process(edge, tmp_path, grant_file)
+    try:
+        phase = None
+        for _ in range(60):
+            obs_seq = await edge.append("observe")
+            for _ in range(100):
+                result = await edge_result(edge, obs_seq)
+                if result is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert result is not None, (tmp_path / "runtime.log").read_text()[-2000:]
+            phase = result["observation"]["phase"]
+            if phase in ("succeeded", "failed"):
+                break
+            await asyncio.sleep(0.3)
+        assert phase == "succeeded", result
+        assert result["observation"]["output_commit"] == bare_head(edge)
+        rows = stage_rows(tmp_path / "state", "att-1")
+        assert {s: r["launches"] for s, r in rows.items()} == {
+            "stage-in": 1,
+            "compute": 1,
+            "stage-out": 1,
+        }
+        assert bare_git(edge, "show", "main:runs.txt") == "ran\n"  # compute ran exactly once
+        assert await edge_result(edge, seq) is not None
+        # Graceful stop on SIGTERM.
+        second.send_signal(signal.SIGTERM)
+        code = await asyncio.get_running_loop().run_in_executor(None, second.wait, 30)
+        assert code == 0
+        assert "Site Runtime stopped" in (tmp_path / "runtime.log").read_text()
+    finally:
+        if second.poll() is None:
+            second.kill()

@@ -1,0 +1,108 @@
+"""Pure rules of the local executor: reading the prepare payload, refusals, and the
+phase mapping of docs/site-commands.md."""
+
+from __future__ import annotations
+
+import pytest
+from site_runtime.domain.local_batch import (
+    InvalidMaterial,
+    StageFacts,
+    failure_record,
+    observation,
+    parse_job,
+)
+
+
+def payload(**spec_changes):
+    spec = {
+        "command": {"argv": ["python", "train.py"]},
+        "preCommands": [],
+        "resources": {"wallTimeSeconds": 120},
+        "runtime": {"environment": {"A": "1"}, "workingDirectory": "."},
+        "inputs": [],
+    }
+    spec.update(spec_changes)
+    return {
+        "spec": spec,
+        "material_digest": "d" * 64,
+        "repository": {"url": "https://git.example/demo.git", "commit": "a" * 40, "branch": "main"},
+        "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
+    }
+
+
+def test_argv_shell_and_bare_list_commands():
+    job = parse_job(payload(preCommands=[["pip", "install", "x"], {"shell": "echo $A"}]))
+    assert [s.to_argv() for s in job.steps] == [
+        ["pip", "install", "x"],
+        ["/bin/sh", "-c", "echo $A"],
+        ["python", "train.py"],
+    ]
+    assert job.wall_time_seconds == 120 and job.environment == {"A": "1"}
+    assert parse_job(payload(command=["a b"])).steps[-1].to_argv() == ["a b"]
+
+
+@pytest.mark.parametrize(
+    "change,code",
+    [
+        ({"command": "python train.py"}, "invalid-material"),  # a bare string is ambiguous
+        ({"command": {"argv": []}}, "invalid-material"),
+        ({"command": {"argv": ["x"], "shell": "y"}}, "invalid-material"),
+        ({"runtime": {"environment": {"METALLO_X": "1"}}}, "invalid-material"),
+        ({"runtime": {"environment": {"A": 1}}}, "invalid-material"),
+        ({"runtime": {"workingDirectory": "../elsewhere"}}, "invalid-material"),
+        ({"resources": {"wallTimeSeconds": 0}}, "invalid-material"),
+        ({"inputs": [{"name": "data"}]}, "unsupported-local-inputs"),
+    ],
+)
+def test_refusals(change, code):
+    with pytest.raises(InvalidMaterial) as refused:
+        parse_job(payload(**change))
+    assert refused.value.code == code
+
+
+def test_wall_time_above_the_site_limit_is_refused():
+    with pytest.raises(InvalidMaterial) as refused:
+        parse_job(payload(resources={"wallTimeSeconds": 7200}), max_wall_seconds=3600)
+    assert refused.value.code == "local-wall-time-above-limit"
+
+
+def test_repository_must_be_pinned():
+    bad = payload()
+    bad["repository"]["commit"] = "main"
+    with pytest.raises(InvalidMaterial):
+        parse_job(bad)
+
+
+def test_phases_follow_the_stages():
+    at = "2026-11-29T11:00:00Z"
+    assert observation("prepared", [], at)["phase"] == "prepared"
+    assert observation("stage-in", [StageFacts("stage-in", "running", 10)], at)["phase"] == "queued"
+    assert observation("compute", [], at)["phase"] == "running"
+    assert observation("stage-out", [], at)["phase"] == "running"
+    done = observation(
+        "succeeded",
+        [
+            StageFacts("compute", "succeeded", 11, 0),
+            StageFacts("stage-out", "succeeded", 12, 0, output_commit="b" * 40),
+        ],
+        at,
+    )
+    assert (done["phase"], done["exit_code"], done["output_commit"]) == ("succeeded", 0, "b" * 40)
+
+
+def test_failure_record_is_bounded_facts_only():
+    stage = StageFacts("compute", "failed", 42, None, 9, "wall-time-exceeded")
+    assert failure_record(stage) == {
+        "stage": "compute",
+        "scheduler_state": "TIMEOUT",
+        "job_id": "42",
+        "exit_code": None,
+        "signal": 9,
+        "code": "wall-time-exceeded",
+    }
+    failed = observation(
+        "failed",
+        [StageFacts("stage-in", "succeeded", 1, 0), StageFacts("compute", "failed", 2, 3)],
+        "t",
+    )
+    assert failed["failure"]["code"] == "compute-failed" and failed["exit_code"] == 3
