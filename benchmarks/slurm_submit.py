@@ -185,33 +185,40 @@ def cancel(prefix: str) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=300, help="submissions per side (2..2000)")
+    parser.add_argument("--jobs", type=int, default=300, help="submissions per side (4..2000)")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight (1..32)")
     args = parser.parse_args()
-    half = max(1, min(args.jobs, 2000) // 2)
     concurrency = max(1, min(args.concurrency, 32))
     issuer = LabIssuer(LAB / "issuer" / "private.pem", issuer=DEFAULT_ISSUER, azp=DEFAULT_AZP)
     token, _ = issuer.issue("m-alice", "alice", 600)
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    rounds = 4
+    per_round = max(1, min(args.jobs, 2000) // rounds)
     raw = adaptor = 0.0
     try:
         with tempfile.TemporaryDirectory() as state:
-            await raw_side(token, f"{prefix}-w", 10, concurrency, Path(state) / "warm")
+            base = Path(state)
+            await raw_side(token, f"{prefix}-w", 10, concurrency, base / "w1")
+            await adaptor_side(token, f"{prefix}-w", 10, concurrency, base / "w2")
             cancel(prefix)
-            # Alternating rounds, the queue emptied before each, so neither side
-            # meets a longer job table than the other.
-            for r in range(2):
-                raw += await raw_side(
-                    token, f"{prefix}-r{r}", half, concurrency, Path(state) / f"r{r}"
-                )
-                cancel(prefix)
-                adaptor += await adaptor_side(
-                    token, f"{prefix}-p{r}", half, concurrency, Path(state) / f"p{r}"
-                )
-                cancel(prefix)
+            # Interleaved rounds in alternating order, the queue emptied before each,
+            # so neither side meets a longer job table or a quieter machine by design.
+            for r in range(rounds):
+                order = ("raw", "adaptor") if r % 2 == 0 else ("adaptor", "raw")
+                for side in order:
+                    where = base / f"{side}{r}"
+                    if side == "raw":
+                        raw += await raw_side(
+                            token, f"{prefix}-r{r}", per_round, concurrency, where
+                        )
+                    else:
+                        adaptor += await adaptor_side(
+                            token, f"{prefix}-p{r}", per_round, concurrency, where
+                        )
+                    cancel(prefix)
     finally:
         cancel(prefix)
-    count = 2 * half
+    count = rounds * per_round
     raw_rate, adaptor_rate = count / raw, count / adaptor
     print(
         json.dumps(

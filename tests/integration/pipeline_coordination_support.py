@@ -31,16 +31,15 @@ from metallo.messaging.schema import TABLES
 from metallo.persistence.engine import create_engine, session_factory
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from ruamel.yaml import YAML
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from pipeline_coordination.adaptors.governance_authority import GovernanceAuthority
 from pipeline_coordination.adaptors.service import PipelineCoordination
 from pipeline_coordination.adaptors.store import SqlPipelineStore
 from pipeline_coordination.application.faults import FaultHook, no_fault
 from pipeline_coordination.application.settings import Settings
 from pipeline_coordination.domain.pipeline import Pipeline
+from ruamel.yaml import YAML
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "pipeline_coordination" / "migrations"
@@ -149,13 +148,13 @@ class PortfolioDouble:
         self.relay = OutboxRelay(engine, amqp_url, topology, owner="wp-double", poll_seconds=0.05)
         self.revisions: dict[str, list[str]] = {}  # action → spec text of each revision
         self.calls: list[tuple[str, str]] = []  # (kind, action or branch)
-        self.refuse_branch: str | None = None
+        self.refusals: list[str] = []  # codes the next PrepareBranch commands are refused with
 
         @self.server.command(wp.PrepareBranch)
         async def prepare_branch(session, cmd: wp.PrepareBranch) -> wp.PrepareBranchReply:
             self.calls.append(("branch", cmd.branch))
-            if self.refuse_branch:
-                raise Rejected(self.refuse_branch, "refused by the test")
+            if self.refusals:
+                raise Rejected(self.refusals.pop(0), "refused by the test")
             commit, actions = self._read(cmd.repository_url, cmd.branch)
             return wp.PrepareBranchReply(
                 actions=[wp.PreparedAction(**self._prepare(name, spec, commit)) for name, spec in actions.items()],
@@ -186,18 +185,18 @@ class PortfolioDouble:
         if created:
             history.append(canonical)
         family, environment, kind = TYPES[spec["type"]]
-        return dict(
-            action=name,
-            workload_id=f"w-{name}",
-            revision=len(history),
-            commit=commit,
-            family=family,
-            environment=environment,
-            action_type=spec["type"],
-            service_kind=kind,
-            spec_digest="sha256:" + "0" * 64,
-            created=created,
-        )
+        return {
+            "action": name,
+            "workload_id": f"w-{name}",
+            "revision": len(history),
+            "commit": commit,
+            "family": family,
+            "environment": environment,
+            "action_type": spec["type"],
+            "service_kind": kind,
+            "spec_digest": "sha256:" + "0" * 64,
+            "created": created,
+        }
 
 
 @dataclass

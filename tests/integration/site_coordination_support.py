@@ -150,8 +150,8 @@ def prepare_payload(repository_url: str = "https://127.0.0.1:1/git/demo.git",
         "material_digest": "d" * 64,
         "repository": {"url": repository_url, "commit": "0" * 40, "branch": "main"},
         "member": member or {"id": "m-alice", "site_username": "alice", "account": "demo"},
-        "deadline": (deadline or datetime.now(UTC) + timedelta(hours=2)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"),
+        # A fixed far deadline by default keeps payloads byte-identical between calls.
+        "deadline": (deadline or datetime(2099, 1, 1, tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

@@ -54,6 +54,13 @@ async def test_queued_batch_whole_lifecycle(make_stack):
     )
     assert [(j.stage, j.job_id) for j in attempt.native_jobs] == [("compute", "job-1")]
 
+    phases = [t.phase for t in run.history]  # the transition log, oldest first
+    assert phases[0] == "accepted" and phases[-1] == "terminal" and "running" in phases
+    assert phases.index("preparing") < phases.index("starting") < phases.index("running")
+    versions = [t.version for t in run.history]
+    assert versions == sorted(set(versions)) and versions[-1] == run.version
+    assert run.history[-1].outcome == "succeeded" and run.history[-1].attempt_number == 1
+
     kinds = [k for _, k in stack.site.kinds(run_id)]
     assert kinds == ["prepare", "start", "observe", "observe"]
     prepare = json.loads(stack.site.received[0].payload_json)

@@ -113,6 +113,10 @@ async def test_cancel_before_planning_and_twice(make_stack):
         "not needed",
         "m-alice",
     )
+    assert [(t.version, t.phase, t.desired_state) for t in run.history] == [
+        (1, "accepted", "run"),
+        (2, "terminal", "cancel"),
+    ]
     (done,) = await stack.wait_events(pb.RunCompleted, run_id)
     assert done.outcome == "cancelled"
     with pytest.raises(Rejected) as exc:
@@ -204,3 +208,20 @@ async def test_list_runs_filters_and_pages(make_stack):
     with pytest.raises(Rejected) as exc:
         await stack.client.request(pb.ListRuns(metadata=query_meta(), phase="bogus"), timeout=15)
     assert exc.value.code == "invalid-argument"
+
+
+async def test_unreadable_governance_is_a_transient_refusal(make_stack):
+    stack = await make_stack(parts=frozenset({"server", "relay"}))
+    good = stack.governance.read_text()
+    stack.governance.write_text("version: 1\nprojects: [not, a, mapping\n")
+    launch = pb.LaunchRun(
+        metadata=cmd_meta(command_id="launch-t"), workload_id="w-train", revision=1
+    )
+    with pytest.raises(Rejected) as exc:
+        await stack.client.request(launch, timeout=15)
+    assert (
+        exc.value.code == "governance-unavailable" and exc.value.details.get("transient") == "true"
+    )
+    stack.governance.write_text(good)
+    reply = await stack.client.request(launch, timeout=15)  # same command_id, decided afresh
+    assert reply.phase == "accepted"

@@ -8,7 +8,9 @@ step's Run: it pushes to the real repository, then completes the Run.
 from __future__ import annotations
 
 import pytest
+from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 
 from tests.integration.pipeline_coordination_support import ACTIONS, build, teardown
 
@@ -74,13 +76,10 @@ async def test_two_step_hand_off_pins_step_2_to_what_step_1_pushed(h):
     assert len(h.runs.launches) == 2
 
     listed = await h.client.request(
-        __import__("metallo.pipeline_coordination.v1.pipeline_coordination_pb2", fromlist=["x"]).ListPipelines(
-            metadata=__import__("metallo.common.v1.common_pb2", fromlist=["x"]).QueryMetadata(
-                acting_member="m-bob", project="demo"
-            )
-        )
+        pb.ListPipelines(metadata=common_pb2.QueryMetadata(acting_member="m-bob", project="demo"))
     )
     assert [x.pipeline_id for x in listed.pipelines] == [pid]
+    assert listed.pipelines[0].steps[1].pinned_commit == pushed
 
 
 async def test_failing_step_fails_the_pipeline_with_step_and_reason(h):
@@ -141,12 +140,22 @@ async def test_start_is_permission_checked_validated_and_idempotent(h):
 
 
 async def test_a_branch_that_cannot_be_prepared_fails_before_any_step(h):
-    h.portfolio.refuse_branch = "actions-invalid"
+    h.portfolio.refusals = ["actions-invalid"]
     await h.coordinator().start()
     pid = (await h.start_pipeline()).pipeline_id
     p = await h.until_state(pid, "failed")
     assert p.reason_code == "actions-invalid" and p.steps == ()
     assert h.runs.launches == []
+
+
+async def test_a_try_later_refusal_is_retried_under_a_new_command_id(h):
+    """source-unavailable is saved under its command_id by Workload Portfolio: the retry needs a new one."""
+    h.portfolio.refusals = ["source-unavailable", "source-unavailable"]
+    await h.coordinator().start()
+    pid = (await h.start_pipeline()).pipeline_id
+    p = await h.until_step(pid, 1, "launched")
+    assert p.request_round == 2 and p.state == "running"
+    assert [kind for kind, _ in h.portfolio.calls] == ["branch", "branch", "branch", "action"]
 
 
 async def test_service_step_advances_once_healthy_and_stop_cancels_the_ready_service(make_database, amqp_url, topology, tmp_path):

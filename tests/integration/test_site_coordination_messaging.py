@@ -51,9 +51,10 @@ async def test_append_over_rabbitmq_and_events_through_the_outbox(
     await client.start()
     try:
         command_id = uuid.uuid4().hex
-        reply = await client.request(_append(command_id), timeout=20)
+        append = _append(command_id)
+        reply = await client.request(append, timeout=20)
         assert (reply.command_id, reply.sequence) == (command_id, 1)
-        again = await client.request(_append(command_id), timeout=20)
+        again = await client.request(append, timeout=20)
         assert again.sequence == 1
         with pytest.raises(Rejected) as err:
             await client.request(_append(uuid.uuid4().hex, environment="vms"), timeout=20)

@@ -201,3 +201,14 @@ async def test_deferral_is_reported_once_and_the_command_stays_pending(edge, tmp
         assert done["observation"]["phase"] == "succeeded"
     finally:
         await free.close()
+
+
+async def test_start_after_the_deadline_is_refused_before_anything_runs(edge, runtime, tmp_path):
+    url, commit = await seed_repository(edge, tmp_path)
+    payload = batch_payload(url, commit, ["true"])
+    payload["deadline"] = "2020-01-01T00:00:00Z"
+    prepared = await runtime.handle(await edge.append("prepare", payload=payload))
+    assert prepared["outcome"] == "succeeded"
+    started = await runtime.handle(await edge.append("start"))
+    assert (started["outcome"], started["code"]) == ("refused", "attempt-deadline-passed")
+    assert stage_rows(runtime.state, "att-1") == {}

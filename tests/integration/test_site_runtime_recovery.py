@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from site_coordination.adaptors.tables import repository_grants
+from sqlalchemy import select
 
 from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import (
@@ -304,3 +306,63 @@ async def test_runtime_killed_during_compute_readopts_the_running_process(edge, 
     finally:
         if second.poll() is None:
             second.kill()
+
+
+class _CrashAfterIssue:
+    """Repository grants that stop the Runtime right after the edge issued a grant,
+    before any stage process exists (the grant id is already journaled)."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+
+    async def issue(self, attempt_id: str, direction: str):
+        grant = await self.real.issue(attempt_id, direction)
+        self.issued = grant.grant_id
+        return _Raising(grant)
+
+    async def release(self, grant_id: str) -> None:
+        await self.real.release(grant_id)
+
+
+class _Raising:
+    def __init__(self, grant) -> None:
+        self.grant_id = grant.grant_id
+
+    @property
+    def username(self):
+        raise Crash("issued")
+
+
+async def test_kill_between_grant_and_process_relaunches_once_and_revokes_the_first_grant(
+    edge, tmp_path
+):
+    seq = await _prepared(edge, tmp_path)
+    a = await new_runtime(edge, tmp_path)
+    await a.handle(seq)
+    crashing = _CrashAfterIssue(a.client)
+    a.executor.grants = crashing
+    start_seq = await edge.append("start")
+    with pytest.raises(Crash):
+        await a.handle(start_seq)
+    row = stage_rows(a.state, "att-1")["stage-in"]
+    assert (row["state"], row["launches"], row["grant_id"]) == ("launching", 0, crashing.issued)
+    await a.close()
+
+    b = await new_runtime(edge, tmp_path)
+    try:
+        assert (await b.handle(start_seq))["outcome"] == "succeeded"
+        done = await observe_until(b, edge, "att-1", {"succeeded", "failed"})
+        assert done["observation"]["phase"] == "succeeded"
+        rows = stage_rows(b.state, "att-1")
+        assert rows["stage-in"]["launches"] == 1 and rows["stage-in"]["grant_id"] != crashing.issued
+        assert runner_starts(b.state, "stage-in") == 1
+        async with edge.engine.connect() as conn:
+            grants = (
+                await conn.execute(
+                    select(repository_grants.c.grant_id, repository_grants.c.revoked_at)
+                )
+            ).all()
+        assert len(grants) == 3  # the lost stage-in grant, the new one, stage-out
+        assert all(g.revoked_at is not None for g in grants)
+    finally:
+        await b.close()

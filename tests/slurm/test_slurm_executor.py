@@ -294,6 +294,7 @@ async def test_unacceptable_member_tokens_are_refused_before_any_native_request(
     tokens.override[drv.attempt_id] = forge(tokens)
     refused = await executor.start(drv.command("start"))
     assert (refused.outcome, refused.code) == ("refused", "member-token-rejected")
+    assert tokens.override[drv.attempt_id] not in json.dumps(refused.to_json())
     assert executor.rest.list_requests == 0
     assert executor.journal.stages(drv.attempt_id)["stage-in"].state == "prepared"
     assert accounting(drv.attempt_id, 1, timeout=1) == []
@@ -484,3 +485,60 @@ async def test_kill_9_during_cancellation_then_restart_replays_one_cancellation(
         assert squeue_jobs(f"metallo-{drv.attempt_id}") == []
     finally:
         await executor.rest.close()
+
+
+async def test_cancellation_before_start_ends_the_attempt_without_any_job(executor):
+    url, commit, _ = make_repository()
+    drv = Driver()
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    cancelled = await executor.cancel(drv.command("cancel", {"reason": "member-request"}))
+    assert (cancelled.outcome, cancelled.message) == ("succeeded", "not-found")
+    observed = await executor.observe(drv.command("observe"))
+    assert observed.observation["phase"] == "cancelled" and observed.native_jobs == []
+    started = await executor.start(drv.command("start"))
+    assert started.observation["phase"] == "cancelled" and started.native_jobs == []
+    assert accounting(drv.attempt_id, 1, timeout=1) == []
+
+
+class _Authority:
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.requests: list[dict] = []
+
+    async def authorise_execution(self, request):
+        from site_runtime.adaptors.slurm_edge import EdgeRefused
+
+        self.requests.append(request)
+        if self.refuse:
+            raise EdgeRefused("authorisation-refused", "refused")
+        return {"authorised": True}
+
+
+async def test_preparation_asks_current_authority_and_a_refusal_changes_nothing(executor):
+    url, commit, _ = make_repository()
+    drv = Driver()
+    executor.authority = _Authority(refuse=True)
+    refused = await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    assert (refused.outcome, refused.code) == ("refused", "authorisation-refused")
+    assert executor.journal.attempt(drv.attempt_id) is None
+    request = executor.authority.requests[0]
+    assert request["attempt_id"] == drv.attempt_id and request["site_username"] == "alice"
+    assert request["account"] == "demo" and request["member_id"] == "m-alice"
+
+
+async def test_one_observe_cycle_makes_one_native_list_request_for_all_attempts(executor):
+    url, commit, _ = make_repository()
+    drivers = [Driver() for _ in range(3)]
+    for drv in drivers:
+        await executor.prepare(drv.command("prepare", payload(url, commit, ["sleep", "60"])))
+        await executor.start(drv.command("start"))
+    executor.rest.list_cache_seconds = 30.0
+    executor.rest.forget_list()
+    before = executor.rest.list_requests
+    results = await asyncio.gather(*(executor.observe(d.command("observe")) for d in drivers))
+    assert executor.rest.list_requests - before == 1
+    assert all(r.observation["phase"] in ("queued", "running") for r in results)
+    for drv in drivers:
+        assert (
+            await executor.cancel(drv.command("cancel", {"reason": "test"}))
+        ).message == "accepted"

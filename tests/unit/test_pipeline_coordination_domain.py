@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from pipeline_coordination.domain import identities
 from pipeline_coordination.domain import pipeline as d
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 PID = "0b3f1c9a-1111-4222-8333-944455556666"
 

@@ -106,3 +106,14 @@ def test_failure_record_is_bounded_facts_only():
         "t",
     )
     assert failed["failure"]["code"] == "compute-failed" and failed["exit_code"] == 3
+
+
+def test_deadline_is_read_and_compared_in_utc():
+    from datetime import UTC, datetime
+
+    job = parse_job({**payload(), "deadline": "2026-11-29T12:00:00Z"})
+    assert not job.deadline_passed(datetime(2026, 11, 29, 11, 59, 59, tzinfo=UTC))
+    assert job.deadline_passed(datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC))
+    for bad in ("tomorrow", "2026-11-29T12:00:00"):
+        with pytest.raises(InvalidMaterial):
+            parse_job({**payload(), "deadline": bad})

@@ -93,8 +93,8 @@ def actor(member: str | None, project: str | None, config: dict | None = None) -
     environment; this adds the config file and refuses a missing value (exit 2).
     """
     config = load_config() if config is None else config
-    member = member or config.get("member")
-    project = project or config.get("project")
+    member = member or os.environ.get("METALLO_MEMBER") or config.get("member")
+    project = project or os.environ.get("METALLO_PROJECT") or config.get("project")
     if not member:
         raise CliError("no acting member", "pass --member m-…, set METALLO_MEMBER, or put "
                        f"member = \"m-…\" in {config_path()}", Exit.USAGE)

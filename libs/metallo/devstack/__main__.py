@@ -20,8 +20,22 @@ def main(argv: list[str] | None = None) -> int:
     sup.add_argument("--edge-port", type=int, default=8443)
     sup.add_argument("--grant-id", required=True)
     sup.add_argument("--ca-file", required=True)
+    rep = sub.add_parser("report", help="the demo summary of a Pipeline (one JSON line)")
+    rep.add_argument("pipeline_id")
+    rep.add_argument("--executor", choices=("local", "slurm"), required=True)
     args = parser.parse_args(argv)
     import os
+
+    if args.command == "report":
+        from metallo.cli.exits import CliError
+        from metallo.cli.render import print_error
+        from metallo.devstack.report import main as report
+
+        try:
+            return report(args.pipeline_id, args.executor)
+        except CliError as error:
+            print_error(error)
+            return int(error.exit_code)
 
     layout = Layout.default()
     options = Options(executor=args.executor, edge_port=args.edge_port,

@@ -37,6 +37,46 @@ class PublishError(Exception):
     """Publishing failed; the message says why (never the token)."""
 
 
+def _git_env(tmp: str, ca: Path, token: str) -> dict[str, str]:
+    askpass = Path(tmp) / "askpass.sh"
+    askpass.write_text(ASKPASS)
+    askpass.chmod(stat.S_IRWXU)
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
+            "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": str(askpass),
+            "METALLO_PUBLISH_USERNAME": "operator", "METALLO_PUBLISH_TOKEN": token,
+            "GIT_AUTHOR_NAME": "Metallo demo", "GIT_AUTHOR_EMAIL": "demo@metallo.invalid",
+            "GIT_COMMITTER_NAME": "Metallo demo", "GIT_COMMITTER_EMAIL": "demo@metallo.invalid",
+            "GIT_SSL_CAINFO": str(ca)}
+
+
+def _runner(work: Path, env: dict[str, str]):
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
+        if done.returncode != 0:
+            raise PublishError(f"git {args[0]} failed: {done.stderr.strip()[-500:]}")
+        return done.stdout
+    return git
+
+
+def read_file(url: str, branch: str, commit: str, path: str, *,
+              layout: Layout | None = None) -> bytes:
+    """The bytes of ``path`` at ``commit`` (reachable from ``branch``) of a lab repository.
+
+    Raises PublishError when the fetch fails or the file is not in that commit.
+    """
+    layout = layout or Layout.default()
+    ca = layout.certs / "ca.pem"
+    token = (layout.secrets / "git-operator-token").read_text(encoding="utf-8").strip()
+    with tempfile.TemporaryDirectory(prefix="metallo-read-") as tmp:
+        work = Path(tmp) / "repo"
+        work.mkdir()
+        git = _runner(work, _git_env(tmp, ca, token))
+        git("init", "-q")
+        git("fetch", "-q", "--no-tags", url, f"refs/heads/{branch}")
+        return git("show", f"{commit}:{path}").encode("utf-8")
+
+
 def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = None,
             branch: str = "main") -> tuple[str, str]:
     """Publish ``source`` as ``<name>.git``; returns (repository URL, pushed commit).
@@ -62,25 +102,9 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
     with tempfile.TemporaryDirectory(prefix="metallo-publish-") as tmp:
         work = Path(tmp) / "repo"
         shutil.copytree(source, work, ignore=IGNORED)
-        askpass = Path(tmp) / "askpass.sh"
-        askpass.write_text(ASKPASS)
-        askpass.chmod(stat.S_IRWXU)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp,
-               "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": str(askpass),
-               "METALLO_PUBLISH_USERNAME": "operator", "METALLO_PUBLISH_TOKEN": token,
-               "GIT_AUTHOR_NAME": "Metallo demo", "GIT_AUTHOR_EMAIL": "demo@metallo.invalid",
-               "GIT_COMMITTER_NAME": "Metallo demo", "GIT_COMMITTER_EMAIL": "demo@metallo.invalid",
-               "GIT_SSL_CAINFO": str(ca)}
-
-        def git(*args: str) -> str:
-            done = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True,
-                                  text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
-            if done.returncode != 0:
-                raise PublishError(f"git {args[0]} failed: {done.stderr.strip()[-500:]}")
-            return done.stdout.strip()
-
+        git = _runner(work, _git_env(tmp, ca, token))
         git("init", "-q", "-b", branch)
         git("add", "-A")
         git("commit", "-q", "-m", f"{name}: initial import")
         git("push", "-q", url, f"HEAD:refs/heads/{branch}")
-        return url, git("rev-parse", "HEAD")
+        return url, git("rev-parse", "HEAD").strip()

@@ -14,7 +14,7 @@ from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from execution_core.adaptors.tables import attempts, runs, site_commands
+from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
 from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
 
 Row = dict[str, Any]
@@ -177,6 +177,17 @@ class SqlRunStore:
             .where(site_commands.c.command_id == command_id, site_commands.c.sequence.is_(None))
             .values(sequence=sequence)
         )
+
+    async def append_transition(self, session: AsyncSession, values: Row) -> None:
+        await session.execute(insert(run_transitions).values(**values))
+
+    async def transitions_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        stmt = (
+            select(run_transitions)
+            .where(run_transitions.c.run_id == run_id)
+            .order_by(run_transitions.c.version)
+        )
+        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
 
     async def list_runs(
         self,

@@ -7,6 +7,8 @@
 - ``attempts``: one row per Attempt with its material digest and native facts;
 - ``site_commands``: every Site command, persisted before it is dispatched,
   with the result Site Coordination recorded for it;
+- ``run_transitions``: each change of a Run's state dimensions, with the Run's
+  version, written in the transaction that made it (seed 002 §9.2);
 - the messaging tables (outbox, inbox, command receipts).
 """
 
@@ -157,4 +159,21 @@ site_commands = Table(
     # A command is decided once: one prepare/start/cancel/… per Attempt, numbered observes.
     UniqueConstraint("attempt_id", "kind", "ordinal", name="site_commands_once"),
     Index("site_commands_by_attempt", "attempt_id", "seq"),
+)
+
+run_transitions = Table(
+    "run_transitions",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("phase", Text, nullable=False),
+    Column("desired_state", Text, nullable=False),
+    Column("observation_phase", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("reason_code", Text, nullable=False),
+    Column("attempt_number", Integer, nullable=False),
+    _now_column("at"),
+    # One entry per Run version: a replayed write can never add a second one.
+    UniqueConstraint("run_id", "version", name="run_transitions_once"),
 )

@@ -39,6 +39,7 @@ from execution_core.application.ports import (
 )
 from execution_core.application.projection import run_completed
 from execution_core.application.settings import Settings
+from execution_core.application.transitions import record_transition
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 from execution_core.domain.planning import Plan, PlanningInput, Rejection, RevisionFacts, Wait, plan
@@ -207,6 +208,7 @@ class LaunchWorker:
                 session, run["run_id"], version, values, claim=claim, release=True
             ):
                 raise LeaseLost(f"run {run['run_id']} moved on")
+            await record_transition(session, self.store, run, values, version + 1)
             await self.outbox.publish_event(
                 session, run_completed({**run, **values}), aggregate_id=f"run:{run['run_id']}"
             )
@@ -252,6 +254,7 @@ class LaunchWorker:
             session, run["run_id"], version, values, claim=claim, release=True
         ):
             raise LeaseLost(f"run {run['run_id']} moved on")
+        await record_transition(session, self.store, run, values, version + 1)
         await self.store.insert_attempt(
             session,
             {

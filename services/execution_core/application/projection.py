@@ -55,8 +55,29 @@ def attempt_message(a: dict[str, Any]) -> pb.Attempt:
     return msg
 
 
-def run_message(r: dict[str, Any], attempts: list[dict[str, Any]] | None = None) -> pb.Run:
-    """One Run row (and optionally its Attempts) as a message."""
+def transition_message(t: dict[str, Any]) -> pb.Transition:
+    """One ``run_transitions`` row as a message."""
+    msg = pb.Transition(
+        version=t["version"],
+        phase=t["phase"],
+        desired_state=t["desired_state"],
+        observation_phase=t["observation_phase"],
+        outcome=t["outcome"],
+        reason_code=t["reason_code"],
+        attempt_number=t["attempt_number"],
+    )
+    at = _ts(t.get("at"))
+    if at is not None:
+        msg.at.CopyFrom(at)
+    return msg
+
+
+def run_message(
+    r: dict[str, Any],
+    attempts: list[dict[str, Any]] | None = None,
+    history: list[dict[str, Any]] | None = None,
+) -> pb.Run:
+    """One Run row (and optionally its Attempts and transition history) as a message."""
     msg = pb.Run(
         run_id=r["run_id"],
         project=r["project"],
@@ -97,6 +118,7 @@ def run_message(r: dict[str, Any], attempts: list[dict[str, Any]] | None = None)
         version=r["version"],
         max_attempts=r["max_attempts"],
         attempts=[attempt_message(a) for a in attempts or []],
+        history=[transition_message(t) for t in history or []],
     )
     for name in ("accepted_at", "planned_at", "started_at", "ended_at", "updated_at"):
         ts = _ts(r.get(name))

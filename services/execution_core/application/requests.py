@@ -18,8 +18,14 @@ from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from execution_core.application.ports import MessageOutbox, ProjectAuthority, RunStore
+from execution_core.application.ports import (
+    AuthorityUnavailable,
+    MessageOutbox,
+    ProjectAuthority,
+    RunStore,
+)
 from execution_core.application.projection import run_completed, run_message
+from execution_core.application.transitions import record_transition
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 
@@ -41,8 +47,16 @@ def _require(ok: bool, message: str) -> None:
 def _check_permission(
     authority: ProjectAuthority, project: str, member: str, capability: str
 ) -> None:
-    """Ask the Project authority now (never cached as a verdict: seed 004, Run access)."""
-    if not authority.has_capability(project, member, capability):
+    """Ask the Project authority now (never cached as a verdict: seed 004, Run access).
+
+    An authority that cannot answer gives a transient ``governance-unavailable``
+    rejection (replied, not saved: a retry with the same command_id decides afresh).
+    """
+    try:
+        allowed = authority.has_capability(project, member, capability)
+    except AuthorityUnavailable as exc:
+        raise Rejected(reasons.WAIT_GOVERNANCE_UNAVAILABLE, str(exc), transient=True) from exc
+    if not allowed:
         raise Rejected(
             reasons.PERMISSION_DENIED,
             f"member {member} does not hold {capability} in Project {project}",
@@ -119,6 +133,18 @@ async def launch_run(
             "phase": s.PHASE_ACCEPTED,
             "desired_state": s.DESIRED_RUN,
         },
+    )
+    await record_transition(
+        session,
+        store,
+        None,
+        {
+            "run_id": run_id,
+            "phase": s.PHASE_ACCEPTED,
+            "desired_state": s.DESIRED_RUN,
+            "attempt_count": 0,
+        },
+        1,
     )
     await outbox.publish_event(
         session,
@@ -197,6 +223,7 @@ async def cancel_run(
             f"run {run['run_id']} changed under its row lock"
         )  # cannot happen; retried
     updated = {**run, **values, "version": run["version"] + 1}
+    await record_transition(session, store, run, values, updated["version"])
     if updated["phase"] == s.PHASE_TERMINAL:
         await outbox.publish_event(
             session, run_completed(updated), aggregate_id=f"run:{run['run_id']}"
@@ -221,7 +248,11 @@ async def get_run(
     run = await store.find_run(session, q.run_id)
     if run is None or run["project"] != meta.project:
         raise Rejected(reasons.NOT_FOUND, f"no Run {q.run_id} in Project {meta.project}")
-    return run_message(run, await store.attempts_of(session, q.run_id))
+    return run_message(
+        run,
+        await store.attempts_of(session, q.run_id),
+        await store.transitions_of(session, q.run_id),
+    )
 
 
 def _encode_token(at: datetime, run_id: str) -> str:

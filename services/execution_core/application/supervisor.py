@@ -34,6 +34,7 @@ from execution_core.application.faults import FaultHook, no_fault
 from execution_core.application.ports import MessageOutbox, RunStore
 from execution_core.application.projection import run_completed
 from execution_core.application.settings import Settings
+from execution_core.application.transitions import record_transition
 from execution_core.domain import lifecycle
 from execution_core.domain import states as s
 from execution_core.domain.canonical import canonical_json
@@ -231,7 +232,9 @@ class RunSupervisor:
             await self.store.insert_attempt(session, attempt)
             existing = []
             run_values.update(
-                current_attempt_id=attempt["attempt_id"], attempt_count=d.new_attempt_number
+                current_attempt_id=attempt["attempt_id"],
+                attempt_count=d.new_attempt_number,
+                exit={},  # the Run mirrors its current Attempt's facts
             )
         elif d.attempt is not None and current is not None:
             a = d.attempt
@@ -267,6 +270,7 @@ class RunSupervisor:
             if fresh is None or fresh["lease_token"] != claim.token:
                 raise LeaseLost(f"run {run['run_id']}")
             raise VersionMoved(run["run_id"])
+        await record_transition(session, self.store, run, run_values, run["version"] + 1)
 
         if d.commands:
             assert attempt is not None

@@ -51,7 +51,7 @@ class ExecutionCoreClient:
             return await self.client.request(message, timeout=self.timeout)
         except Rejected as e:
             if e.code in TEMPORARY:
-                raise Unavailable(f"{e.code}: {e.message}") from e
+                raise Unavailable(f"{e.code}: {e.message}", saved=True) from e
             raise Refused(e.code, e.message) from e
         except (OutcomeUncertain, ServiceUnavailable, ConnectionError, TimeoutError) as e:
             raise Unavailable(f"Execution Core did not answer: {e}") from e

@@ -8,7 +8,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 
 from pipeline_coordination.application.ports import Meta
-from pipeline_coordination.domain import identities
 from pipeline_coordination.domain.pipeline import Pipeline, Step
 
 
@@ -22,7 +21,6 @@ def _ts(value: datetime | None) -> Timestamp | None:
 
 def step_message(pipeline_id: str, s: Step) -> pb.PipelineStep:
     """One step as the contract shows it."""
-    launched = bool(s.run_id) or s.state not in ("waiting", "pinned", "skipped")
     return pb.PipelineStep(
         index=s.index,
         action=s.action,
@@ -36,7 +34,7 @@ def step_message(pipeline_id: str, s: Step) -> pb.PipelineStep:
         pinned_commit=s.pinned_commit,
         run_id=s.run_id,
         launch_key=s.launch_key(pipeline_id),
-        launch_command_id=identities.command_id(pipeline_id, "launch", s.index, s.launch_attempt) if launched else "",
+        launch_command_id=s.launch_command_id,
         run_outcome=s.run_outcome,
         reason_code=s.reason_code,
         message=s.message,
@@ -71,6 +69,8 @@ def pipeline_message(p: Pipeline, meta: Meta) -> pb.Pipeline:
         updated_at=_ts(meta.updated_at),
         ended_at=_ts(p.ended_at),
         version=meta.version,
+        last_error=p.last_error,
+        request_round=p.request_round,
     )
 
 

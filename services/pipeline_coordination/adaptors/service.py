@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metallo.messaging import CommandServer, EventConsumer, Outbox, OutboxRelay, RequestClient, Topology
+from metallo.messaging import (
+    CommandServer,
+    EventConsumer,
+    Outbox,
+    OutboxRelay,
+    RequestClient,
+    Topology,
+)
 from metallo.persistence.engine import session_factory
 from sqlalchemy.ext.asyncio import AsyncEngine
 

@@ -8,7 +8,7 @@ row lock orders them and no writer works from a stale copy.
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from metallo.persistence.leases import Claim, LeaseLost, claim_rows, fenced_update, held
@@ -20,7 +20,7 @@ from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step
 
 _PIPELINE_FIELDS = [f.name for f in fields(Pipeline) if f.name not in ("steps", "pipeline_id", "requested_actions")]
-_NEVER = datetime(9999, 1, 1, tzinfo=timezone.utc)  # "only when woken"
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)  # "only when woken"
 _STEP_FIELDS = [f.name for f in fields(Step) if f.name != "index"]
 
 

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from metallo.messaging.schema import add_messaging_tables
+from metallo.persistence.leases import lease_columns
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -27,9 +29,6 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-
-from metallo.messaging.schema import add_messaging_tables
-from metallo.persistence.leases import lease_columns
 
 metadata = MetaData()
 add_messaging_tables(metadata)
@@ -55,6 +54,7 @@ pipelines = Table(
     Column("start_command_id", Text, nullable=False),
     Column("retries", Integer, nullable=False, server_default="0"),
     Column("last_error", Text, nullable=False, server_default=""),
+    Column("request_round", Integer, nullable=False, server_default="0"),
     Column("active", Boolean, nullable=False, server_default=text("true")),
     Column("next_wake_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("wake_seq", BigInteger, nullable=False, server_default="0"),
@@ -83,6 +83,7 @@ pipeline_steps = Table(
     Column("pinned_commit", Text, nullable=False, server_default=""),
     Column("run_id", Text, nullable=False, server_default=""),
     Column("launch_attempt", Integer, nullable=False, server_default="1"),
+    Column("launch_command_id", Text, nullable=False, server_default=""),
     Column("run_outcome", Text, nullable=False, server_default=""),
     Column("reason_code", Text, nullable=False, server_default=""),
     Column("message", Text, nullable=False, server_default=""),

@@ -43,7 +43,7 @@ class PortfolioClient:
             return await self.client.request(message, timeout=self.timeout)
         except Rejected as e:
             if e.code in TEMPORARY:
-                raise Unavailable(f"{e.code}: {e.message}") from e
+                raise Unavailable(f"{e.code}: {e.message}", saved=True) from e
             raise Refused(e.code, e.message) from e
         except (OutcomeUncertain, ServiceUnavailable, ConnectionError, TimeoutError) as e:
             raise Unavailable(f"Workload Portfolio did not answer: {e}") from e

@@ -84,8 +84,10 @@ class Coordinator:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, CoordinatorCrash, Exception):
-                pass
+            except (asyncio.CancelledError, CoordinatorCrash):
+                pass  # the expected ends of a stopped (or test-killed) coordinator
+            except Exception:
+                log.exception("%s: ended with an error", self.owner)
             self._task = None
 
     @property
@@ -115,6 +117,10 @@ class Coordinator:
                 await self._work(claim)
             except LeaseLost:
                 log.info("%s: lease on pipeline %s lost; another coordinator carries on", self.owner, claim.key)
+            except Exception:
+                # One Pipeline's surprise must not hold up the others; its lease
+                # expires and the next pass tries again.
+                log.exception("%s: pipeline %s failed this pass", self.owner, claim.key)
         return len(claims)
 
     # ------------------------------------------------------------ one Pipeline
@@ -152,7 +158,9 @@ class Coordinator:
                     change = await self._perform(claim, p, effect)
             except Unavailable as e:
                 log.info("pipeline %s: %s not answered (%s); retrying later", p.pipeline_id, effect.kind, e)
-                p, wake_seq, now = await self._apply(claim, lambda p, now, m=str(e): d.on_temporary_failure(p, m))
+                p, wake_seq, now = await self._apply(
+                    claim, lambda p, now, m=str(e), r=e.saved: d.on_temporary_failure(p, m, renew_identity=r)
+                )
                 wake_in = d.retry_delay(p, self.timing)
                 break
             p, wake_seq, now = await self._apply(claim, change)
@@ -191,25 +199,25 @@ class Coordinator:
         """Make the effect's outside call; return the pure change that applies its answer."""
         pid = p.pipeline_id
         if effect.kind == "prepare-branch":
-            cid = identities.command_id(pid, "prepare-branch")
+            cid = identities.command_id(pid, "prepare-branch", round_=p.request_round)
             try:
                 prepared, commit = await self.portfolio.prepare_branch(cid, p.project, p.initiating_member, p.repository_url, p.branch)
             except Refused as e:
                 await self.fault("branch-prepared")
-                return lambda p, now: d.on_branch_refused(p, e.code, e.message, now)
+                return lambda p, now, c=e.code, m=e.message: d.on_branch_refused(p, c, m, now)
             await self.fault("branch-prepared")
             return lambda p, now: d.on_branch_prepared(p, prepared, commit, now)
 
         step = p.step(effect.step)
         if effect.kind == "pin":
-            cid = identities.command_id(pid, "pin", step.index, step.launch_attempt)
+            cid = identities.command_id(pid, "pin", step.index, step.launch_attempt, p.request_round)
             try:
                 prepared_action = await self.portfolio.prepare_action(
                     cid, p.project, p.initiating_member, p.repository_url, p.branch, step.action
                 )
             except Refused as e:
                 await self.fault("pinned")
-                return lambda p, now: d.on_step_refused(p, step.index, e.code, e.message, now)
+                return lambda p, now, c=e.code, m=e.message: d.on_step_refused(p, step.index, c, m, now)
             await self.fault("pinned")
             return lambda p, now: d.on_pinned(p, step.index, prepared_action, now)
 
@@ -221,7 +229,7 @@ class Coordinator:
                     return lambda p, now: p  # a stop came first: the launch is fenced
                 await self.fault("launch-intent")
             request = LaunchRequest(
-                command_id=identities.command_id(pid, "launch", step.index, step.launch_attempt),
+                command_id=identities.command_id(pid, "launch", step.index, step.launch_attempt, p.request_round),
                 project=p.project,
                 member=p.initiating_member,
                 workload_id=step.workload_id,
@@ -234,9 +242,9 @@ class Coordinator:
                 run_id = await self.runs.launch(request)
             except Refused as e:
                 await self.fault("launched")
-                return lambda p, now: d.on_step_refused(p, step.index, e.code, e.message, now)
+                return lambda p, now, c=e.code, m=e.message: d.on_step_refused(p, step.index, c, m, now)
             await self.fault("launched")
-            return lambda p, now: d.on_launched(p, step.index, run_id, now)
+            return lambda p, now, c=request.command_id: d.on_launched(p, step.index, run_id, now, c)
 
         if effect.kind == "observe":
             try:
@@ -254,12 +262,12 @@ class Coordinator:
             reason = (
                 f"Pipeline {pid} stopped: {p.stop_reason}" if p.desired_state == d.DESIRED_STOP else f"Pipeline {pid} failed"
             )[: d.MAX_REASON]
-            cid = identities.command_id(pid, "cancel", step.index, step.launch_attempt)
+            cid = identities.command_id(pid, "cancel", step.index, step.launch_attempt, p.request_round)
             try:
                 ended, code = await self.runs.cancel(cid, p.project, member, step.run_id, reason)
             except Refused as e:
                 await self.fault("cancelled")
-                return lambda p, now: d.on_cancel_refused(p, step.index, e.code, e.message)
+                return lambda p, now, c=e.code, m=e.message: d.on_cancel_refused(p, step.index, c, m)
             await self.fault("cancelled")
             return lambda p, now: d.on_cancel_recorded(p, step.index, ended, code)
 

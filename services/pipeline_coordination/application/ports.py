@@ -33,7 +33,15 @@ class Refused(Exception):
 
 
 class Unavailable(Exception):
-    """An owner did not answer; the request may or may not have been applied."""
+    """An owner did not answer (the request may or may not have been applied), or replied "try later".
+
+    ``saved``: the owner replied with a temporary rejection, which it saved under
+    the request's command_id; the next try needs a new command_id.
+    """
+
+    def __init__(self, message: str, *, saved: bool = False):
+        super().__init__(message)
+        self.saved = saved
 
 
 class AuthorityUnavailable(Exception):

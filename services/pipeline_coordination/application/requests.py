@@ -18,7 +18,12 @@ import uuid
 from metallo.messaging import Rejected
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pipeline_coordination.application.ports import AuthorityUnavailable, Meta, PipelineStore, ProjectAuthority
+from pipeline_coordination.application.ports import (
+    AuthorityUnavailable,
+    Meta,
+    PipelineStore,
+    ProjectAuthority,
+)
 from pipeline_coordination.domain import pipeline as d
 
 MAX_REASON = d.MAX_REASON

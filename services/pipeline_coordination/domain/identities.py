@@ -14,14 +14,21 @@ import uuid
 _NAMESPACE = uuid.UUID("6f0b7a52-3f1e-5c8e-9d55-8a1c0e4b7d21")
 
 
-def command_id(pipeline_id: str, purpose: str, step: int = 0, attempt: int = 1) -> str:
+def command_id(pipeline_id: str, purpose: str, step: int = 0, attempt: int = 1, round_: int = 0) -> str:
     """The UUIDv5 command_id of one request.
 
     ``purpose`` is ``prepare-branch``, ``pin``, ``launch`` or ``cancel``; ``step``
     is the 1-based step index (0 for Pipeline-wide requests); ``attempt`` the
-    step's launch attempt (1).
+    step's launch attempt (1). ``round_`` grows only after an owner *replied*
+    "try again later" (a temporary rejection is saved under its command_id, so
+    re-sending that id would replay it forever); a restart or a timeout keeps
+    the round, so the very same request is re-sent. A launch stays one Run
+    whatever the round: Execution Core also deduplicates by the launch key.
     """
-    return str(uuid.uuid5(_NAMESPACE, f"pipeline:{pipeline_id}:step:{step}:attempt:{attempt}:{purpose}"))
+    name = f"pipeline:{pipeline_id}:step:{step}:attempt:{attempt}:{purpose}"
+    if round_:
+        name += f":round:{round_}"
+    return str(uuid.uuid5(_NAMESPACE, name))
 
 
 def launch_key(pipeline_id: str, step: int, attempt: int = 1) -> str:

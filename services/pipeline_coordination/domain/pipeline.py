@@ -96,6 +96,7 @@ class Step:
     pinned_commit: str = ""
     run_id: str = ""
     launch_attempt: int = 1
+    launch_command_id: str = ""
     run_outcome: str = ""
     reason_code: str = ""
     message: str = ""
@@ -148,6 +149,7 @@ class Pipeline:
     ended_at: datetime | None = None
     retries: int = 0
     last_error: str = ""
+    request_round: int = 0
 
     def step(self, index: int) -> Step:
         """The step with this 1-based index; raises KeyError when there is none."""
@@ -433,9 +435,18 @@ def retry_delay(p: Pipeline, timing: Timing) -> float:
 # ---------------------------------------------------------------- answers of the outside calls
 
 
-def on_temporary_failure(p: Pipeline, message: str) -> Pipeline:
-    """An owner did not answer (timeout, unavailable): keep everything, count the retry."""
-    return replace(p, retries=p.retries + 1, last_error=message[:MAX_REASON])
+def on_temporary_failure(p: Pipeline, message: str, *, renew_identity: bool = False) -> Pipeline:
+    """An owner did not answer, or answered "try later": keep everything, count the retry.
+
+    ``renew_identity``: the owner saved a temporary rejection under the request's
+    command_id, so the next try must use the next request round.
+    """
+    return replace(
+        p,
+        retries=p.retries + 1,
+        last_error=message[:MAX_REASON],
+        request_round=p.request_round + (1 if renew_identity else 0),
+    )
 
 
 def _ok(p: Pipeline) -> Pipeline:
@@ -509,14 +520,16 @@ def launch_intent(p: Pipeline, index: int) -> Pipeline:
     return p.with_step(replace(s, state=LAUNCHING))
 
 
-def on_launched(p: Pipeline, index: int, run_id: str, now: datetime) -> Pipeline:
+def on_launched(p: Pipeline, index: int, run_id: str, now: datetime, command_id: str = "") -> Pipeline:
     """Execution Core accepted the launch (or replayed it): the step follows its Run."""
     s = p.step(index)
     if s.run_id and s.run_id != run_id:
         raise ValueError(f"step {index} already follows Run {s.run_id}, not {run_id}")
     if s.state == LAUNCHING:
         s = replace(s, state=LAUNCHED)
-    return _ok(p).with_step(replace(s, run_id=run_id, observed_at=now))
+    return _ok(p).with_step(
+        replace(s, run_id=run_id, observed_at=now, launch_command_id=s.launch_command_id or command_id)
+    )
 
 
 def on_run_completed(p: Pipeline, index: int, run_id: str, outcome: str, reason_code: str, output_commit: str) -> Pipeline:

@@ -33,6 +33,31 @@ from site_coordination.domain.streams import (
 
 NOTIFY_CHANNEL = "metallo_site_commands"
 
+# The edge's hot statements are plain SQL built once: a pull and a result each
+# cost a few round trips and little statement building.
+_GRANT_AND_NOW = text("""
+    SELECT now() AS now, g.grant_id, g.site_id, g.environment, g.label, g.created_at,
+           g.expires_at, g.revoked_at
+    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = :hash
+""")
+_DELIVER_NEXT = text("""
+    UPDATE site_commands c
+    SET first_delivered_at = coalesce(c.first_delivered_at, now()),
+        delivery_count = c.delivery_count + 1
+    FROM site_streams s
+    WHERE s.site_id = :site_id AND s.environment = :environment
+      AND c.site_id = s.site_id AND c.environment = s.environment
+      AND c.sequence = s.acknowledged_sequence + 1
+    RETURNING c.*
+""")
+_COMMAND_FOR_RESULT = text("""
+    SELECT c.*, s.acknowledged_sequence
+    FROM site_commands c
+    JOIN site_streams s ON s.site_id = c.site_id AND s.environment = c.environment
+    WHERE c.command_id = :command_id
+    FOR UPDATE OF s
+""")
+
 
 def _command(row: Any) -> StoredCommand:
     return StoredCommand(
@@ -102,31 +127,14 @@ class PostgresSiteStore:
     async def command_for_result(self, command_id: str) -> tuple[StoredCommand, int] | None:
         # Lock the stream row (not the command) so every result of the stream is
         # decided after the previous one committed; one round trip.
-        row = (await self.session.execute(
-            select(site_commands, site_streams.c.acknowledged_sequence)
-            .join(site_streams, (site_streams.c.site_id == site_commands.c.site_id)
-                  & (site_streams.c.environment == site_commands.c.environment))
-            .where(site_commands.c.command_id == command_id)
-            .with_for_update(of=site_streams)
-        )).first()
+        row = (await self.session.execute(_COMMAND_FOR_RESULT, {"command_id": command_id})).first()
         if row is None:
             return None
         return _command(row), int(row.acknowledged_sequence)
 
     async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
-        next_sequence = (
-            select(site_streams.c.acknowledged_sequence + 1)
-            .where(self._stream_where(stream)).scalar_subquery()
-        )
         row = (await self.session.execute(
-            update(site_commands).where(
-                (site_commands.c.site_id == stream.site_id)
-                & (site_commands.c.environment == stream.environment)
-                & (site_commands.c.sequence == next_sequence)
-            ).values(
-                first_delivered_at=func.coalesce(site_commands.c.first_delivered_at, func.now()),
-                delivery_count=site_commands.c.delivery_count + 1,
-            ).returning(*site_commands.c)
+            _DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
         )).first()
         return _command(row) if row else None
 
@@ -202,12 +210,8 @@ class PostgresSiteStore:
         ))
 
     async def grant_by_hash(self, secret_sha256: str) -> tuple[CommandGrant | None, datetime]:
-        now = (await self.session.execute(
-            select(func.now().label("now"), command_grants)
-            .select_from(select(func.now()).subquery().outerjoin(
-                command_grants, command_grants.c.secret_sha256 == secret_sha256))
-        )).first()
-        return (_grant(now) if now.grant_id is not None else None), now.now
+        row = (await self.session.execute(_GRANT_AND_NOW, {"hash": secret_sha256})).first()
+        return (_grant(row) if row.grant_id is not None else None), row.now
 
     async def revoke_grant(self, grant_id: str) -> bool:
         result = await self.session.execute(

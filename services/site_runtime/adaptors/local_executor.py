@@ -210,9 +210,16 @@ class LocalExecutor:
                     message="the Attempt was not prepared at this Runtime",
                 )
             if row.state == "prepared":
+                job = parse_job(row.material)
+                if job.deadline_passed(datetime.now(UTC)):
+                    return self._save(
+                        command,
+                        "refused",
+                        code="attempt-deadline-passed",
+                        message="the Attempt's deadline has passed; nothing was started",
+                    )
                 if len(self.journal.active_attempts()) >= self.settings.max_active:
                     raise Deferred("runtime-busy", "the local concurrency limit is reached")
-                job = parse_job(row.material)
                 refused = await self._authorise(row.run_id, row.attempt_id, job)
                 if refused is not None:
                     return self._save(
@@ -615,6 +622,22 @@ class LocalExecutor:
                 log.info("attempt %s: succeeded", row.attempt_id)
                 return
             if row.cancel_result is not None:
+                return
+            if following == "compute" and parse_job(row.material).deadline_passed(
+                datetime.now(UTC)
+            ):
+                # Seed 000: expiry refuses compute not yet submitted; the Attempt fails.
+                self.journal.launch_intent(row.attempt_id, following)
+                self.journal.finish_stage(
+                    row.attempt_id,
+                    following,
+                    "failed",
+                    exit_code=None,
+                    signal=None,
+                    code="attempt-deadline-passed",
+                    output_commit=None,
+                )
+                self.journal.set_state(row.attempt_id, "failed")
                 return
             self.journal.launch_intent(row.attempt_id, following)
             row = self.journal.attempt(row.attempt_id)

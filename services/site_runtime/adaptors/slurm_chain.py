@@ -49,6 +49,7 @@ from site_runtime.adaptors.slurm_access import (
 from site_runtime.adaptors.slurm_edge import (
     EdgeRefused,
     EdgeUnavailable,
+    ExecutionAuthority,
     MemberTokens,
     RepositoryGrant,
     RepositoryGrants,
@@ -165,6 +166,7 @@ class SlurmExecutor:
         rest: SlurmRest,
         tokens: MemberTokens,
         grants: RepositoryGrants,
+        authority: ExecutionAuthority | None = None,
         clock: Callable[[], float] = time.time,
         fault: Callable[[str], None] = lambda step: None,
     ) -> None:
@@ -173,6 +175,7 @@ class SlurmExecutor:
         self.rest = rest
         self.tokens = tokens
         self.grants = grants
+        self.authority = authority
         self.clock = clock
         self.fault = fault
         self._locks: dict[str, asyncio.Lock] = {}
@@ -202,6 +205,15 @@ class SlurmExecutor:
                     CommandResult(command.command_id, "refused", refusal.code, str(refusal)),
                 )
             existing = self.journal.attempt(command.attempt_id)
+            if existing is None:
+                refused = await self._authorise(command.run_id, command.attempt_id, record)
+                if refused is not None:
+                    return self._save(
+                        command,
+                        CommandResult(
+                            command.command_id, "refused", "authorisation-refused", refused
+                        ),
+                    )
             if existing is not None:
                 if existing.record["binding"] != record["binding"]:
                     return self._save(
@@ -276,6 +288,14 @@ class SlurmExecutor:
                     ),
                 )
             if stage_in.state == "prepared":
+                refused = await self._authorise(att.run_id, att.attempt_id, att.record)
+                if refused is not None:
+                    return self._save(
+                        command,
+                        CommandResult(
+                            command.command_id, "refused", "authorisation-refused", refused
+                        ),
+                    )
                 deadline = att.record.get("deadline_epoch")
                 if deadline is not None and self.clock() >= deadline:
                     return self._save(
@@ -432,6 +452,27 @@ class SlurmExecutor:
                 }
             },
         )
+
+    async def _authorise(self, run_id: str, attempt_id: str, record: dict[str, Any]) -> str | None:
+        """Ask current authority for a new native effect: None, or the refusal's reason."""
+        if self.authority is None:
+            return None
+        binding = record["binding"]
+        request = {
+            "run_id": run_id,
+            "attempt_id": attempt_id,
+            "material_digest": record.get("material_digest") or "",
+            "member_id": binding.get("member") or "",
+            "site_username": binding["user"],
+            "account": binding["account"],
+        }
+        try:
+            await self.authority.authorise_execution(request)
+        except EdgeUnavailable:
+            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from None
+        except EdgeRefused as error:
+            return f"authority refused ({error.code})"
+        return None
 
     # ================================================================== preparation
     def _prepared_record(self, command: SiteCommand) -> dict[str, Any]:
@@ -847,7 +888,9 @@ class SlurmExecutor:
     ) -> CommandResult:
         user = att.record["binding"]["user"]
         stages = self.journal.stages(att.attempt_id)
-        if stages["stage-in"].state == "prepared":
+        if stages["stage-in"].state in ("prepared", "refused"):
+            if att.cancel_state is not None or stages["stage-in"].state == "refused":
+                return await self._finish(command, att)
             # Not started yet (or its start was deferred): nothing native exists.
             return CommandResult(
                 command.command_id, "succeeded", observation=self._observation(att, "prepared")
@@ -1034,7 +1077,7 @@ class SlurmExecutor:
                 and not any(
                     r.job_id and not (r.native or {}).get("terminal") for r in stages.values()
                 )
-                and not any(r.state in ("submitting", "held") for r in stages.values())
+                and not any(r.state == "submitting" for r in stages.values())
             ):
                 outcome = self._terminal(att, stages, "cancelled", native_state="CANCELLED")
         if outcome is None:

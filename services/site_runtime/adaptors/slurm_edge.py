@@ -63,6 +63,14 @@ class MemberTokens(Protocol):
         ...
 
 
+class ExecutionAuthority(Protocol):
+    """Current authority for a new native effect (seed 001, authorise)."""
+
+    async def authorise_execution(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Raise EdgeRefused when refused, EdgeUnavailable when it cannot be confirmed."""
+        ...
+
+
 class RepositoryGrants(Protocol):
     """Source of per-stage repository credentials (seed 000, RepositoryGrants)."""
 
@@ -84,8 +92,9 @@ class SiteEdgeAccess:
     """
 
     base_url: str
-    credential_file: Path
+    credential_file: Path | None
     ca_file: str | None = None
+    credential: str | None = field(default=None, repr=False)
     timeout_seconds: float = 10.0
     renew_seconds: float = 120.0
     clock: Callable[[], float] = time.time
@@ -101,6 +110,13 @@ class SiteEdgeAccess:
         )
 
     def _auth(self) -> dict[str, str]:
+        if self.credential_file is None:
+            grant = (self.credential or "").strip()
+            if not grant.startswith("psb_"):
+                raise EdgeUnavailable(
+                    "site-edge-unreachable", "no psb_ Site credential is configured"
+                )
+            return {"Authorization": f"Bearer {grant}"}
         try:
             grant = Path(self.credential_file).read_text().strip()
         except OSError:
@@ -133,6 +149,15 @@ class SiteEdgeAccess:
         credential = MemberCredential(token)
         self._tokens[attempt_id] = (_timestamp(body.get("expires_at"), self.clock()), credential)
         return credential
+
+    async def authorise_execution(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``POST /v1/authorisations/execution`` (seed 001): the saved material, or
+        :class:`EdgeRefused` (``authorisation-refused``) / :class:`EdgeUnavailable`
+        (``authority-unavailable``). Used once for the immediate effect, never cached."""
+        response = await self._request(
+            "POST", "/v1/authorisations/execution", "authority-unavailable", json=request
+        )
+        return _checked(response, "authority-unavailable")
 
     async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
         """See :class:`RepositoryGrants`."""

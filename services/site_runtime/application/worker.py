@@ -7,8 +7,9 @@ the journal BEFORE reporting it → record it at the edge → mark it acknowledg
 
 After a restart a command whose result was saved is replayed (recorded again; the
 edge treats an identical result as already recorded), and a command that was
-dispatched without a saved result goes to ``executor.recover(command)``, which
-finishes it without a second native effect (seed 000, Recovery).
+journaled before the restart without a saved result goes to
+``executor.recover(command)``, which finishes it without a second native effect
+(seed 000, Recovery).
 
 ``Deferred(code)`` from the executor is not a result: the worker reports the code
 once per command and code (``POST /v1/commands/{sequence}/progress``), keeps the
@@ -104,6 +105,9 @@ class Worker:
         self.settings = settings or WorkerSettings()
         self.fault = fault
         self._dispatched_here: set[int] = set()
+        # Commands journaled before this process started and still without a result:
+        # whatever was done for them is uncertain, so they go to executor.recover.
+        self._uncertain = {e.sequence for e in journal.unfinished() if e.result_json is None}
         s = self.settings
         self._edge_backoff = Backoff(s.edge_backoff_initial, s.edge_backoff_maximum)
         self._deferral_backoff = Backoff(s.deferral_backoff_initial, s.deferral_backoff_maximum)
@@ -185,14 +189,16 @@ class Worker:
 
     async def _execute(self, entry: JournalEntry) -> CommandResult | None:
         command = entry.command
-        recovering = entry.state == "dispatched" and entry.sequence not in self._dispatched_here
+        recovering = (
+            entry.sequence in self._uncertain and entry.sequence not in self._dispatched_here
+        )
         self.journal.mark_dispatched(entry.sequence)
         self._dispatched_here.add(entry.sequence)
         self.fault("dispatched")
         try:
             if recovering:
                 log.info(
-                    "command %s (%s): dispatched before a restart without a result; recovering",
+                    "command %s (%s): journaled before a restart without a result; recovering",
                     entry.sequence,
                     command.kind,
                 )
@@ -212,7 +218,12 @@ class Worker:
             return None
         self.fault("executed")
         if result.command_id != command.command_id:
-            raise ValueError("the executor returned a result for another command")
+            log.error(
+                "command %s (%s): runtime-error (result for another command); it stays pending",
+                entry.sequence,
+                command.kind,
+            )
+            return None
         return result
 
     async def _dispatch(self, command: SiteCommand) -> CommandResult:

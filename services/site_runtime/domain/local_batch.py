@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 STAGES = ("stage-in", "compute", "stage-out")
 
 #: Definite refusals of a command (outcome ``refused``): nothing native exists.
 REFUSALS = {
+    "attempt-deadline-passed": "start after the Attempt's accepted-work deadline",
     "invalid-material": "the prepare payload or its spec cannot be run as written",
     "unsupported-local-inputs": "the local executor checks out only the action's own "
     "repository; extra ``inputs`` are refused",
@@ -29,6 +31,8 @@ REFUSALS = {
 
 #: ``observation.failure.code`` values of a failed Attempt.
 FAILURES = {
+    "attempt-deadline-passed": "stage-in ended after the deadline, so compute was not "
+    "launched (seed 000: expiry refuses work not yet started)",
     "repository-commit-missing": "the repository does not have the pinned commit",
     "stage-in-failed": "stage-in could not fetch or check out the repository "
     "(transport, credential or LFS failure)",
@@ -92,6 +96,11 @@ class LocalJob:
     working_directory: str = "."
     material_digest: str = ""
     member: dict[str, str] = field(default_factory=dict)
+    deadline: datetime | None = None
+
+    def deadline_passed(self, now: datetime) -> bool:
+        """True when the accepted-work deadline is at or before ``now`` (aware UTC)."""
+        return self.deadline is not None and self.deadline <= now
 
 
 def _step(raw: Any, where: str) -> Step:
@@ -189,6 +198,15 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
             "invalid-material", "runtime.workingDirectory must stay inside the checkout"
         )
     member = payload.get("member") if isinstance(payload.get("member"), dict) else {}
+    deadline = None
+    if payload.get("deadline") is not None:
+        raw = payload["deadline"]
+        try:
+            deadline = datetime.fromisoformat(str(raw))
+        except ValueError:
+            raise InvalidMaterial("invalid-material", "the deadline is not a timestamp") from None
+        if deadline.tzinfo is None:
+            raise InvalidMaterial("invalid-material", "the deadline has no time zone")
     return LocalJob(
         repository_url=url,
         commit=commit,
@@ -199,6 +217,7 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
         working_directory=workdir or ".",
         material_digest=str(payload.get("material_digest") or ""),
         member={k: str(v) for k, v in member.items() if isinstance(v, (str, int))},
+        deadline=deadline,
     )
 
 

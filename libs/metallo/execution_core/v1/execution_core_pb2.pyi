@@ -135,6 +135,26 @@ class ExitFacts(_message.Message):
     scheduler_state: str
     def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., failure_stage: _Optional[str] = ..., failure_code: _Optional[str] = ..., scheduler_state: _Optional[str] = ...) -> None: ...
 
+class Transition(_message.Message):
+    __slots__ = ("version", "phase", "desired_state", "observation_phase", "outcome", "reason_code", "attempt_number", "at")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_STATE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_PHASE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    phase: str
+    desired_state: str
+    observation_phase: str
+    outcome: str
+    reason_code: str
+    attempt_number: int
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., phase: _Optional[str] = ..., desired_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., attempt_number: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class Attempt(_message.Message):
     __slots__ = ("attempt_id", "number", "state", "material_digest", "native_jobs", "native_state", "observation_phase", "exit", "reason_code", "created_at", "started_at", "ended_at", "dispatch_deadline")
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -166,7 +186,7 @@ class Attempt(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts")
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +230,7 @@ class Run(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     workload_id: str
@@ -246,7 +267,8 @@ class Run(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     version: int
     max_attempts: int
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[Transition]
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ...) -> None: ...
 
 class RunAccepted(_message.Message):
     __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")

@@ -125,7 +125,7 @@ class PipelineStep(_message.Message):
     def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Pipeline(_message.Message):
-    __slots__ = ("pipeline_id", "project", "initiating_member", "repository_url", "branch", "requested_actions", "state", "desired_state", "prepared_commit", "failed_step", "reason_code", "message", "steps", "start_command_id", "stopped_by", "stop_reason", "created_at", "updated_at", "ended_at", "version")
+    __slots__ = ("pipeline_id", "project", "initiating_member", "repository_url", "branch", "requested_actions", "state", "desired_state", "prepared_commit", "failed_step", "reason_code", "message", "steps", "start_command_id", "stopped_by", "stop_reason", "created_at", "updated_at", "ended_at", "version", "last_error", "request_round")
     PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +146,8 @@ class Pipeline(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ROUND_FIELD_NUMBER: _ClassVar[int]
     pipeline_id: str
     project: str
     initiating_member: str
@@ -166,7 +168,9 @@ class Pipeline(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
     version: int
-    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., initiating_member: _Optional[str] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., requested_actions: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., desired_state: _Optional[str] = ..., prepared_commit: _Optional[str] = ..., failed_step: _Optional[int] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., start_command_id: _Optional[str] = ..., stopped_by: _Optional[str] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+    last_error: str
+    request_round: int
+    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., initiating_member: _Optional[str] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., requested_actions: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., desired_state: _Optional[str] = ..., prepared_commit: _Optional[str] = ..., failed_step: _Optional[int] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., start_command_id: _Optional[str] = ..., stopped_by: _Optional[str] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., last_error: _Optional[str] = ..., request_round: _Optional[int] = ...) -> None: ...
 
 class PipelineCompleted(_message.Message):
     __slots__ = ("pipeline_id", "project", "outcome", "failed_step", "failed_action", "reason_code", "initiating_member", "steps")
