@@ -33,22 +33,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "libs"), str(ROOT / "services")]
 
-import httpx  # noqa: E402
-
-from metallo.common.v1 import common_pb2  # noqa: E402
-from metallo.messaging import Outbox, Topology  # noqa: E402
-from metallo.persistence.engine import (  # noqa: E402
+import httpx
+from metallo.common.v1 import common_pb2
+from metallo.messaging import Outbox, Topology
+from metallo.persistence.engine import (
     create_engine,
     database_url,
     drop_database,
     session_factory,
 )
-from metallo.persistence.migrations import migrate  # noqa: E402
-from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2  # noqa: E402
-from site_coordination.adaptors.outbox_events import OutboxEvents  # noqa: E402
-from site_coordination.adaptors.postgres_store import PostgresSiteStore  # noqa: E402
-from site_coordination.application.grants import create_command_grant  # noqa: E402
-from site_coordination.application.streams import append_command  # noqa: E402
+from metallo.persistence.migrations import migrate
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
+from site_coordination.adaptors.outbox_events import OutboxEvents
+from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.application.grants import create_command_grant
+from site_coordination.application.streams import append_command
 
 MIGRATIONS = ROOT / "services" / "site_coordination" / "migrations"
 

@@ -120,13 +120,16 @@ def build_slurm_executor(args: argparse.Namespace, env: Mapping[str, str]):
     state_directory) -> QueuedBatchExecutor``."""
     from site_runtime.adaptors import slurm_executor
 
-    return slurm_executor.build_executor(
-        env=env,
-        edge_url=args.edge,
-        ca_file=Path(args.ca) if args.ca else None,
-        credential_file=Path(args.grant_file) if args.grant_file else None,
-        state_directory=Path(args.state_dir),
-    )
+    try:
+        return slurm_executor.build_executor(
+            env=env,
+            edge_url=args.edge,
+            ca_file=Path(args.ca) if args.ca else None,
+            credential_file=Path(args.grant_file) if args.grant_file else None,
+            state_directory=Path(args.state_dir),
+        )
+    except slurm_executor.SettingsError as error:  # malformed SLURM_* value: exit status 2
+        raise SettingsError(f"slurm executor: {error}") from None
 
 
 async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:

@@ -144,8 +144,8 @@ class PortfolioDouble:
     """Workload Portfolio at the message level, over a real bare repository (see module doc)."""
 
     def __init__(self, engine: AsyncEngine, amqp_url: str, topology: Topology):
+        # Replies leave through the outbox of the database it shares with RunsDouble (whose relay sends them).
         self.server = CommandServer("workload_portfolio", engine, amqp_url, topology)
-        self.relay = OutboxRelay(engine, amqp_url, topology, owner="wp-double", poll_seconds=0.05)
         self.revisions: dict[str, list[str]] = {}  # action → spec text of each revision
         self.calls: list[tuple[str, str]] = []  # (kind, action or branch)
         self.refusals: list[str] = []  # codes the next PrepareBranch commands are refused with
@@ -297,11 +297,15 @@ class RunsDouble:
             "running", "running", "current", endpoint,
         )
 
-    def launch_for(self, step: int) -> ec.LaunchRun | None:
-        return next((c for c in self.launches if c.labels.get("pipeline_step") == str(step)), None)
+    @staticmethod
+    def _of(labels, step: int, pipeline_id: str | None) -> bool:
+        return labels.get("pipeline_step") == str(step) and pipeline_id in (None, labels.get("pipeline_id"))
 
-    def run_for(self, step: int) -> ec.Run | None:
-        return next((r for r in self.runs.values() if r.labels.get("pipeline_step") == str(step)), None)
+    def launch_for(self, step: int, pipeline_id: str | None = None) -> ec.LaunchRun | None:
+        return next((c for c in self.launches if self._of(c.labels, step, pipeline_id)), None)
+
+    def run_for(self, step: int, pipeline_id: str | None = None) -> ec.Run | None:
+        return next((r for r in self.runs.values() if self._of(r.labels, step, pipeline_id)), None)
 
     def assert_one_launch_per_step(self) -> None:
         """Each launch key was launched with one command_id, and each key made one Run."""
@@ -430,8 +434,7 @@ async def build(make_database, amqp_url: str, topology: Topology, base: Path, ac
     """Start everything but the coordinator (tests start one or several)."""
     url = await make_database("pipeline_coordination", MIGRATIONS)
     engine = create_engine(url, pool_size=5)
-    wp_engine = await messaging_database(make_database, "pc_wp_double")
-    ec_engine = await messaging_database(make_database, "pc_ec_double")
+    doubles_engine = await messaging_database(make_database, "pc_doubles")
     service = PipelineCoordination(
         engine=engine,
         amqp_url=amqp_url,
@@ -441,17 +444,16 @@ async def build(make_database, amqp_url: str, topology: Topology, base: Path, ac
         parts=frozenset({"relay", "server", "consumer"}),
         relay_poll_seconds=0.05,
     )
-    portfolio = PortfolioDouble(wp_engine, amqp_url, topology)
-    runs = RunsDouble(ec_engine, amqp_url, topology)
+    portfolio = PortfolioDouble(doubles_engine, amqp_url, topology)
+    runs = RunsDouble(doubles_engine, amqp_url, topology)
     client = RequestClient(amqp_url, topology)
     repo = Repo.create(base, actions_yaml)
     await service.start()
-    await portfolio.relay.start()
     await portfolio.server.start()
     await runs.start()
     await client.start()
     h = Harness(engine, amqp_url, topology, portfolio, runs, repo, client, service)
-    h._extra_engines = (wp_engine, ec_engine)  # type: ignore[attr-defined]
+    h._extra_engines = (doubles_engine,)  # type: ignore[attr-defined]
     return h
 
 
@@ -461,7 +463,6 @@ async def teardown(h: Harness) -> None:
     await h.client.close()
     await h.runs.stop()
     await h.portfolio.server.stop()
-    await h.portfolio.relay.stop()
     await h.service.stop()
     for e in (h.engine, *h._extra_engines):  # type: ignore[attr-defined]
         await e.dispose()

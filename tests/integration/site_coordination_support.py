@@ -14,14 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from metallo.common.v1 import common_pb2
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.messaging import Outbox, Topology
 from metallo.persistence.engine import create_engine, session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
-from metallo.common.v1 import common_pb2
 from site_coordination.adaptors.edge.app import EdgeSettings
 from site_coordination.adaptors.edge.server import ServeOptions, build_server
 from site_coordination.adaptors.edge.tls import make_dev_certificates
@@ -34,6 +31,8 @@ from site_coordination.adaptors.wiring import build_edge
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
 from site_coordination.domain.canonical import canonical_json
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "site_coordination" / "migrations"

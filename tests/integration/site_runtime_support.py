@@ -12,6 +12,7 @@ import sqlite3
 import stat
 import subprocess
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from site_runtime.adaptors.local_jobs import LocalJobsJournal
 from site_runtime.application.worker import Worker, WorkerSettings
 from sqlalchemy import select
 
-from tests.integration.site_coordination_support import OPERATOR_TOKEN, prepare_payload
+from tests.integration.site_coordination_support import OPERATOR_TOKEN
 
 ASKPASS = """#!/bin/sh
 case "$1" in
@@ -103,8 +104,20 @@ def batch_payload(
     pre: list[Any] | None = None,
 ) -> dict[str, Any]:
     """A ``prepare`` payload for the local executor with the spec shape of docs/actions.md."""
-    payload = prepare_payload(url)
-    payload["repository"] = {"url": url, "commit": commit, "branch": "main"}
+    deadline = datetime.now(UTC) + timedelta(hours=2)
+    payload: dict[str, Any] = {
+        "project": "demo",
+        "workload_id": "w-1",
+        "revision": 1,
+        "action": "train",
+        "action_type": "slurm-job",
+        "family": "queued-batch",
+        "service_kind": None,
+        "material_digest": "d" * 64,
+        "repository": {"url": url, "commit": commit, "branch": "main"},
+        "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
+        "deadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     payload["spec"] = {
         "specVersion": 1,
         "action": "train",

@@ -121,3 +121,19 @@ async def test_killed_after_cancel_answered_resends_the_same_cancel(h):
     await h.runs.complete(h.runs.run_for(1).run_id, "cancelled", reason="cancelled-by-member")
     p = await h.until_state(pid, "stopped")
     assert p.step(1).state == "cancelled"
+
+
+async def test_two_coordinators_share_pipelines_without_launching_twice(h):
+    """Coordinators race for the same rows; leases and SKIP LOCKED give each Pipeline to one at a time."""
+    for _ in range(2):
+        await h.coordinator().start()
+    pids = [(await h.start_pipeline(actions=("train", "eval"))).pipeline_id for _ in range(3)]
+    for step in (1, 2):
+        for pid in pids:
+            await h.until_step(pid, step, "launched")
+            await h.runs.complete(h.runs.run_for(step, pid).run_id, "succeeded")
+    for pid in pids:
+        await h.until_state(pid, "succeeded")
+        assert len(await h.completed_events(pid)) == 1
+    h.runs.assert_one_launch_per_step()
+    assert len(h.runs.launches) == 6

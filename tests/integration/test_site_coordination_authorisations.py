@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
-from sqlalchemy import select
-
 from site_coordination.adaptors.tables import read_permits
+from sqlalchemy import select
 
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
@@ -41,6 +40,9 @@ async def test_execution_authorised_returns_the_saved_material(edge):
     assert r.status_code == 200, r.text
     assert r.json()["authorised"] is True
     assert r.json()["material"]["material_digest"] == "d" * 64
+    assert r.json()["binding"] == {"site_username": "alice", "account": "demo"}
+    assert r.json()["authority"] == {"project": "demo", "site_id": "lab-slurm",
+                                     "member_id": "m-alice"}
 
 
 @pytest.mark.parametrize("change,reason", [
@@ -166,3 +168,26 @@ async def test_member_token_passes_the_runtime_verifier_with_the_edge_jwks(edge)
                                       verify=edge.ssl_context())))
     verified = await verifier.verify(r.json()["token"], site_username="alice")
     assert (verified.subject, verified.site_username) == ("m-alice", "alice")
+
+
+async def test_read_permits_are_rechecked_on_use(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    body = {"run_id": "run-1", "attempt_id": "att-1", "viewer": "m-bob", "read_kind": "output",
+            "path": "out/model.bin", "max_bytes": 1024}
+    permit = (await client.post("/v1/authorisations/read", json=body)).json()
+    r = await client.post(f"/v1/read-permits/{permit['permit_id']}/check")
+    assert r.status_code == 200 and r.json() == permit
+    other = edge.client(await edge.grant(environment="k8s"))
+    r = await other.post(f"/v1/read-permits/{permit['permit_id']}/check")
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "grant-wrong-environment")
+    _edit_governance(edge, "m-bob: [runs.read, pipelines.read]", "m-bob: [pipelines.read]")
+    r = await client.post(f"/v1/read-permits/{permit['permit_id']}/check")
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "viewer-not-authorised")
+    async with edge.engine.begin() as conn:
+        await conn.execute(read_permits.update().values(
+            expires_at=datetime.now(UTC) - timedelta(seconds=1)))
+    r = await client.post(f"/v1/read-permits/{permit['permit_id']}/check")
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "permit-expired")
+    r = await client.post("/v1/read-permits/rp-unknown/check")
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "read-permit-not-found")

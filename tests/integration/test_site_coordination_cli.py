@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from site_coordination.adaptors.edge.server import InsecureServing, ServeOptions, build_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +49,7 @@ def test_plain_http_needs_the_flag_and_loopback():
         build_server(object(), ServeOptions(port=0))
     with pytest.raises(InsecureServing):
         build_server(object(), ServeOptions(host="0.0.0.0", port=0, insecure_loopback=True))
-    server, sock = build_server(object(), ServeOptions(port=0, insecure_loopback=True))
+    _server, sock = build_server(object(), ServeOptions(port=0, insecure_loopback=True))
     sock.close()
 
 

@@ -4,10 +4,9 @@ revoked, wrong scope and wrong environment get 401/403 and change nothing."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
-
 from site_coordination.adaptors.tables import command_grants, repository_grants, site_commands
 from site_coordination.application.grants import list_command_grants, revoke_command_grant
+from sqlalchemy import select
 
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
@@ -110,3 +109,15 @@ async def test_wrong_environment_and_wrong_scope_get_403(edge):
             assert r.status_code == 403, r.text
             assert r.json()["error"]["code"] == code
     assert await _state(edge) == before
+
+
+async def test_refusals_are_logged_by_code_without_secrets(edge, caplog):
+    caplog.set_level("INFO", logger="site_coordination")
+    secret = await edge.grant()
+    grants = await list_command_grants(edge.transaction())
+    await revoke_command_grant(edge.transaction(), grants[0].grant_id)
+    await edge.client(secret).get("/v1/commands/next")
+    await edge.client("psb_" + "B" * 43).get("/v1/commands/next")
+    text = caplog.text
+    assert "credential-revoked" in text and "credential-unknown" in text
+    assert secret not in text and secret[4:] not in text and "B" * 43 not in text

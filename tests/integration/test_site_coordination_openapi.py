@@ -12,8 +12,8 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
-
 from site_coordination.__main__ import OPENAPI_PATH, render_openapi
+
 from tests.integration.site_coordination_support import prepare_payload, start_harness
 
 
@@ -45,6 +45,7 @@ def _fuzz(base_url: str, ca_file: str, secret: str) -> tuple[list[str], dict[int
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode)
+            where = f"{operation.label} {mode.value}"  # run() is called right below
 
             @given(case=strategy)
             @settings(max_examples=12, deadline=None, database=None, derandomize=True,
@@ -55,7 +56,7 @@ def _fuzz(base_url: str, ca_file: str, secret: str) -> tuple[list[str], dict[int
                                      headers={"Authorization": f"Bearer {secret}"})
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
                 if response.status_code >= 500:
-                    failures.append(f"{operation.label} {mode.value}: {response.status_code} "
+                    failures.append(f"{where}: {response.status_code} "  # noqa: B023
                                     f"{response.text[:200]}")
 
             try:

@@ -128,6 +128,9 @@ async def test_missing_commit_fails_stage_in_with_repository_commit_missing(
     assert done["observation"]["phase"] == "failed"
     assert failure["stage"] == "stage-in" and failure["code"] == "repository-commit-missing"
     assert "compute" not in stage_rows(runtime.state, "att-1")
+    # A reconciled-service command is refused, so the stream moves on.
+    apply = await runtime.handle(await edge.append("apply", payload={}))
+    assert (apply["outcome"], apply["code"]) == ("refused", "unsupported-command-kind")
 
 
 async def test_wall_time_is_enforced_with_term_then_kill(edge, runtime, tmp_path):

@@ -322,3 +322,25 @@ def test_plain_http_is_only_for_loopback():
     with pytest.raises(ValueError):
         HttpJwksSource("http://issuer.example/jwks.json")
     HttpJwksSource("https://issuer.example/jwks.json")
+
+
+async def test_a_remembered_signature_never_outlives_its_key_or_the_claim_checks():
+    clock = Clock()
+    source = FakeSource(JWK_A)
+    v = verifier(source, clock)
+    token = sign(claims(exp=int(NOW) + 900))
+    await v.verify(token, site_username="alice")
+    await v.verify(token, site_username="alice")  # remembered: no second signature check
+    with pytest.raises(MemberTokenRejected) as caught:
+        await v.verify(token, site_username="bob")
+    assert caught.value.reason == "site-username"
+    clock.now += 301
+    source.keys = [JWK_B]  # the issuer removed key "a"
+    with pytest.raises(MemberTokenRejected) as caught:
+        await v.verify(token, site_username="alice")
+    assert caught.value.reason == "unknown-key"
+    clock.now += 700
+    source.keys = [JWK_A]
+    with pytest.raises(MemberTokenRejected) as caught:
+        await v.verify(token, site_username="alice")
+    assert caught.value.reason == "expired"

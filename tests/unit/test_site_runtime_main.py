@@ -76,3 +76,14 @@ def test_backoff_is_exponential_and_bounded():
     assert [backoff.next() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
     backoff.reset()
     assert backoff.next() == 0.5
+
+
+def test_a_malformed_slurm_setting_stops_the_runtime_with_status_2(tmp_path):
+    env = {
+        "SITE_API_URL": "https://127.0.0.1:9",
+        "SITE_API_CREDENTIAL": "psb_x",
+        "RUNTIME_STATE_DIRECTORY": str(tmp_path / "state"),
+        "SLURM_STAGING_CPUS": "0",
+    }
+    assert main(["--executor", "slurm"], env) == 2
+    assert not (tmp_path / "state" / "delivery.sqlite").exists()

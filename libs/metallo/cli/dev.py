@@ -23,13 +23,16 @@ def up(executor: Annotated[str, typer.Option(
        foreground: Annotated[bool, typer.Option(
            "--foreground", help="stay attached and show every component's log lines")] = False,
        edge_port: Annotated[int, typer.Option(min=1024, max=65535, help="Site edge port")] = 8443,
+       fresh: Annotated[bool, typer.Option(
+           "--fresh", help="drop the dev databases first (all dev Runs and Pipelines are lost)")] = False,
        output: opt.OutputOpt = Output.table) -> None:
     """Migrate, make certificates and a runtime grant, start the services, the Site edge
     and one Site Runtime under a supervisor (state in var/dev)."""
     from metallo.devstack.control import StackError, up as stack_up
 
     try:
-        state = stack_up(executor, foreground=foreground, edge_port=edge_port, say=_say)
+        state = stack_up(executor, foreground=foreground, edge_port=edge_port, fresh=fresh,
+                         say=_say)
     except StackError as exc:
         raise CliError(str(exc), "fix the cause above and run `metallo dev up` again",
                        Exit.FAILED, code="stack-failed") from None

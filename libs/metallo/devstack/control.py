@@ -66,7 +66,7 @@ def choose_executor(requested: str) -> str:
 
 
 def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 8443,
-       say=print) -> dict:
+       fresh: bool = False, say=print) -> dict:
     """Prepare and start the stack; returns the state when ready.
 
     Raises StackError (with the next step) when a precondition fails or a component
@@ -87,7 +87,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
     say(f"executor: {chosen}")
     try:
-        prepared = asyncio.run(prepare(layout, options, say=say))
+        prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
         raise StackError(str(exc)) from None
     extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),

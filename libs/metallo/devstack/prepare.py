@@ -41,6 +41,21 @@ def check_infrastructure() -> None:
                            "does; or `docker compose up -d rabbitmq`)")
 
 
+async def drop_all() -> list[str]:
+    """Drop every service database of the dev stack (``dev up --fresh``); their names."""
+    from metallo.persistence.engine import database_url, drop_database
+
+    dropped = []
+    for service in SERVICE_DATABASES:
+        await drop_database(database_url(service))
+        dropped.append(service)
+    return dropped
+
+
+SERVICE_DATABASES = ("site_coordination", "workload_portfolio", "execution_core",
+                     "pipeline_coordination")
+
+
 async def migrate_all() -> list[str]:
     """Migrate the database of every service present in this checkout; their names."""
     from metallo.persistence.engine import database_url
@@ -158,10 +173,13 @@ class Prepared:
     grant_id: str
 
 
-async def prepare(layout: Layout, options: Options, say=print) -> Prepared:
-    """Run every preparation step, reporting each through ``say``."""
+async def prepare(layout: Layout, options: Options, say=print, fresh: bool = False) -> Prepared:
+    """Run every preparation step, reporting each through ``say``; ``fresh`` first drops
+    the service databases (development data only)."""
     layout.make()
     check_infrastructure()
+    if fresh:
+        say(f"dropping the dev databases: {', '.join(await drop_all())}")
     say("migrating the service databases")
     migrated = await migrate_all()
     say(f"migrated: {', '.join(migrated) or 'none'}")

@@ -27,8 +27,12 @@ No message, exception or ``repr`` here contains the token.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +43,8 @@ import jwt
 from jwt.algorithms import RSAAlgorithm
 
 MAX_TOKEN_CHARS = 16_384
+MEMO_ENTRIES = 512
+_B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 MAX_JWKS_BYTES = 262_144
 ALGORITHM = "RS256"
 
@@ -271,6 +277,12 @@ class MemberTokenVerifier:
     clock: Callable[[], float] = time.time
     max_validity_seconds: int = 3600
     leeway_seconds: float = 0.0
+    # Signature checks already passed, by exact token and the key object that
+    # verified it (a JWKS refresh makes new key objects, so its entries lapse).
+    # Claims, validity and the site username are still checked on every call.
+    _memo: OrderedDict[str, tuple[Any, dict[str, Any]]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
 
     async def verify(
         self, token: str | MemberCredential, *, site_username: str
@@ -283,16 +295,17 @@ class MemberTokenVerifier:
         raw = token.bearer() if isinstance(token, MemberCredential) else token
         if not isinstance(raw, str) or not raw or len(raw) > MAX_TOKEN_CHARS or raw.count(".") != 2:
             raise MemberTokenRejected("malformed", "the token is not a compact JWS")
-        try:
-            header = jwt.get_unverified_header(raw)
-        except jwt.PyJWTError:
-            raise MemberTokenRejected("malformed", "the token header cannot be read") from None
+        header = _header(raw)
         if header.get("alg") != ALGORITHM:
             raise MemberTokenRejected("algorithm", "only RS256 tokens are accepted")
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
             raise MemberTokenRejected("unknown-key", "the token names no key")
         key = await self.keys.key(kid)
+        remembered = self._memo.get(raw)
+        if remembered is not None and remembered[0] is key:
+            self._memo.move_to_end(raw)
+            return self._check_claims(remembered[1], site_username)
         try:
             claims = jwt.decode(
                 raw,
@@ -311,6 +324,9 @@ class MemberTokenVerifier:
             raise MemberTokenRejected("signature", "the token signature does not verify") from None
         except jwt.PyJWTError:
             raise MemberTokenRejected("malformed", "the token cannot be decoded") from None
+        self._memo[raw] = (key, claims)
+        while len(self._memo) > MEMO_ENTRIES:
+            self._memo.popitem(last=False)
         return self._check_claims(claims, site_username)
 
     def _check_claims(self, claims: Mapping[str, Any], site_username: str) -> VerifiedMemberToken:
@@ -354,6 +370,20 @@ class MemberTokenVerifier:
         return VerifiedMemberToken(
             subject=subject, site_username=claimed, issuer=self.issuer, expires_at=exp
         )
+
+
+def _header(raw: str) -> dict[str, Any]:
+    """The JOSE header of a compact JWS, decoded without touching the rest."""
+    segment = raw.split(".", 1)[0]
+    if not _B64URL.match(segment) or len(segment) % 4 == 1:
+        raise MemberTokenRejected("malformed", "the token header cannot be read")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (binascii.Error, ValueError):
+        raise MemberTokenRejected("malformed", "the token header cannot be read") from None
+    if not isinstance(header, dict):
+        raise MemberTokenRejected("malformed", "the token header is not an object")
+    return header
 
 
 def _number(claims: Mapping[str, Any], name: str, *, required: bool = False) -> float | None:

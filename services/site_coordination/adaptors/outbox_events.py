@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from google.protobuf.message import Message
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from metallo.messaging import Outbox
+from sqlalchemy.ext.asyncio import AsyncSession
 
 
 class OutboxEvents:

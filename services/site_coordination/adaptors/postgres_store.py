@@ -258,3 +258,10 @@ class PostgresSiteStore:
 
     async def insert_read_permit(self, permit: dict[str, Any]) -> None:
         await self.session.execute(read_permits.insert().values(**permit))
+
+    async def read_permit(self, permit_id: str) -> dict[str, Any] | None:
+        row = (await self.session.execute(
+            select(read_permits, (read_permits.c.expires_at > func.now()).label("live"))
+            .where(read_permits.c.permit_id == permit_id)
+        )).mappings().first()
+        return dict(row) if row else None

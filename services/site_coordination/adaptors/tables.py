@@ -7,6 +7,7 @@ server's tokens, and the messaging tables (outbox, inbox, command receipts).
 
 from __future__ import annotations
 
+from metallo.messaging.schema import add_messaging_tables
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -20,8 +21,6 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
-
-from metallo.messaging.schema import add_messaging_tables
 
 metadata = MetaData()
 add_messaging_tables(metadata)

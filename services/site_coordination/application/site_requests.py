@@ -27,9 +27,9 @@ from site_coordination.domain.authorisation import (
     decide_read,
     decide_repository_grant,
 )
-from site_coordination.domain.errors import NotFound
+from site_coordination.domain.errors import Forbidden, NotFound
 from site_coordination.domain.grants import CommandGrant, check_scope
-from site_coordination.domain.streams import check_identifier
+from site_coordination.domain.streams import StreamKey, check_identifier
 
 
 async def _attempt(store: SiteStore, grant: CommandGrant, attempt_id: str) -> AttemptState:
@@ -44,14 +44,22 @@ async def _attempt(store: SiteStore, grant: CommandGrant, attempt_id: str) -> At
 
 async def authorise_execution(store: SiteStore, authority: ProjectAuthority,
                               grant: CommandGrant, request: dict[str, str]) -> dict[str, Any]:
-    """Return the saved material when the request matches it and accepted-work
-    authority holds now; raise :class:`Forbidden` ``authorisation-refused`` otherwise.
+    """When the request matches the saved material and accepted-work authority holds
+    now, return ``{"material", "authority": {"project", "site_id", "member_id"},
+    "binding": {"site_username", "account"}}``; raise :class:`Forbidden`
+    ``authorisation-refused`` otherwise (seed 001, authorise interface).
     """
     attempt = await _attempt(store, grant, request["attempt_id"])
     facts = authority.facts(attempt.project, str(attempt.member.get("id", "")),
                             grant.stream.site_id)
     decide_execution(attempt, request, facts, grant.stream.site_id)
-    return attempt.material
+    site_username, account = facts.binding  # checked equal to the saved binding
+    return {
+        "material": attempt.material,
+        "authority": {"project": attempt.project, "site_id": grant.stream.site_id,
+                      "member_id": request["member_id"]},
+        "binding": {"site_username": site_username, "account": account},
+    }
 
 
 async def authorise_read(store: SiteStore, authority: ProjectAuthority, grant: CommandGrant,
@@ -75,6 +83,34 @@ async def authorise_read(store: SiteStore, authority: ProjectAuthority, grant: C
     }
     await store.insert_read_permit({**permit, "site_id": grant.stream.site_id,
                                     "environment": grant.stream.environment})
+    return permit
+
+
+_PERMIT_FIELDS = ("permit_id", "run_id", "attempt_id", "viewer", "read_kind", "path",
+                  "max_bytes", "expires_at")
+
+
+async def check_read_permit(store: SiteStore, authority: ProjectAuthority, grant: CommandGrant,
+                            permit_id: str) -> dict[str, Any]:
+    """Confirm a read permit on use (seed 001, Private reads): it belongs to the caller's
+    stream, has not expired, and its viewer is still authorised now. Returns the permit.
+
+    Raises :class:`NotFound` ``read-permit-not-found`` and :class:`Forbidden`
+    ``authorisation-refused`` (``permit-expired``, ``viewer-not-authorised``,
+    ``viewer-without-account``, ``project-unknown``).
+    """
+    check_identifier("permit_id", permit_id)
+    stored = await store.read_permit(permit_id)
+    if stored is None:
+        raise NotFound("read-permit-not-found", "no read permit has this id")
+    check_scope(grant, StreamKey(stored["site_id"], stored["environment"]))
+    if not stored["live"]:
+        raise Forbidden("authorisation-refused", "the read permit has expired",
+                        reason="permit-expired")
+    attempt = await _attempt(store, grant, stored["attempt_id"])
+    permit = {k: stored[k] for k in _PERMIT_FIELDS}
+    facts = authority.facts(attempt.project, permit["viewer"], grant.stream.site_id)
+    decide_read(attempt, permit, facts)
     return permit
 
 

@@ -67,7 +67,7 @@ class AttemptState:
         if not isinstance(raw, str):
             return None
         try:
-            return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+            return datetime.fromisoformat(raw)
         except ValueError:
             return None
 

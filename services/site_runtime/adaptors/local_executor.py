@@ -27,15 +27,13 @@ import logging
 import os
 import re
 import signal
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
-from site_runtime.adaptors.stage_runner import process_start_ticks
+from site_runtime.adaptors.local_processes import StageProcesses, tail
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
@@ -98,7 +96,7 @@ class LocalExecutor:
         self.authority = authority
         self.grants = grants
         self._locks: dict[str, asyncio.Lock] = {}
-        self._children: dict[int, subprocess.Popen] = {}
+        self.processes = StageProcesses()
         self._task: asyncio.Task | None = None
         Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -129,9 +127,7 @@ class LocalExecutor:
 
     async def tick(self) -> None:
         """One supervision pass over every active Attempt (errors are logged, not raised)."""
-        for popen in list(self._children.values()):
-            if popen.poll() is not None:
-                self._children.pop(popen.pid, None)
+        self.processes.reap()
         for attempt_id in self.journal.active_attempts():
             try:
                 async with self._lock(attempt_id):
@@ -338,7 +334,7 @@ class LocalExecutor:
             )
         path = row.workspace / "logs" / f"{stage}.log"
         try:
-            data, size = await asyncio.to_thread(_tail, path, max_bytes)
+            data, size = await asyncio.to_thread(tail, path, max_bytes)
         except OSError:
             raise Deferred("workspace-unavailable", "the log cannot be read now") from None
         return CommandResult(
@@ -466,33 +462,9 @@ class LocalExecutor:
             env["METALLO_GIT_USERNAME"] = grant.username
             env["METALLO_GIT_TOKEN"] = grant.token
         self.journal.count_launch(row.attempt_id, stage)
-        popen = _spawn_runner(control, env, row.workspace / "logs" / f"{stage}.log")
-        self._children[popen.pid] = popen
-        self.journal.running(row.attempt_id, stage, popen.pid, process_start_ticks(popen.pid))
-        log.info("attempt %s: %s launched (pid %s)", row.attempt_id, stage, popen.pid)
-
-    def _claim(self, control: Path) -> tuple[int, int | None] | None:
-        try:
-            pid, ticks = (control / "claim").read_text().split()
-            return int(pid), (None if ticks == "None" else int(ticks))
-        except (OSError, ValueError):
-            return None
-
-    def _status(self, control: Path) -> dict[str, Any] | None:
-        try:
-            return json.loads((control / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
-
-    def _alive(self, pid: int | None, ticks: int | None) -> bool:
-        if pid is None:
-            return False
-        popen = self._children.get(pid)
-        if popen is not None and popen.poll() is not None:
-            self._children.pop(pid, None)
-            return False
-        current = process_start_ticks(pid)
-        return current is not None and (ticks is None or current == ticks)
+        pid, ticks = self.processes.spawn(control, env, row.workspace / "logs" / f"{stage}.log")
+        self.journal.running(row.attempt_id, stage, pid, ticks)
+        log.info("attempt %s: %s launched (pid %s)", row.attempt_id, stage, pid)
 
     def _finish_from_status(self, row: AttemptRow, stage: str, status: dict[str, Any]) -> None:
         code = status.get("code")
@@ -515,18 +487,18 @@ class LocalExecutor:
     async def _poll(self, row: AttemptRow, stage_row: StageRow) -> None:
         """Bring a launching/running stage's journal row up to date with its runner."""
         control = self._control(row, stage_row.stage)
-        status = self._status(control)
+        status = self.processes.status(control)
         if status is not None:
             self._finish_from_status(row, stage_row.stage, status)
             return
-        claim = self._claim(control)
+        claim = self.processes.claim(control)
         if claim is not None:
             pid, ticks = claim
             if (pid, ticks) != (stage_row.pid, stage_row.start_ticks):
                 self.journal.running(row.attempt_id, stage_row.stage, pid, ticks)  # re-adopted
-            if self._alive(pid, ticks):
+            if self.processes.alive(pid, ticks):
                 return
-            status = self._status(control)  # it may have finished between the two reads
+            status = self.processes.status(control)  # it may have finished between the two reads
             if status is not None:
                 self._finish_from_status(row, stage_row.stage, status)
                 return
@@ -546,7 +518,7 @@ class LocalExecutor:
                 output_commit=None,
             )
             return
-        if self._alive(stage_row.pid, stage_row.start_ticks):
+        if self.processes.alive(stage_row.pid, stage_row.start_ticks):
             return  # launched, not yet claimed
         if stage_row.launches == 0 or (
             stage_row.launches < MAX_LAUNCHES and self._launch_timed_out(stage_row)
@@ -677,22 +649,20 @@ class LocalExecutor:
             return
         control = self._control(row, stage_row.stage)
         (control / "cancel").touch()  # a runner that has not started yet stops at once
-        claim = self._claim(control)
+        claim = self.processes.claim(control)
         pid, ticks = claim if claim else (stage_row.pid, stage_row.start_ticks)
-        if self._alive(pid, ticks):
-            os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+        self.processes.terminate(pid, ticks)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.grace_seconds + 5.0
-        while loop.time() < deadline and self._alive(pid, ticks) and self._status(control) is None:
+        while (
+            loop.time() < deadline
+            and self.processes.alive(pid, ticks)
+            and self.processes.status(control) is None
+        ):
             await asyncio.sleep(0.1)
-        if self._alive(pid, ticks):
-            for group in (_read_int(control / "child"), pid):
-                if group:
-                    try:
-                        os.killpg(group, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-        status = self._status(control)
+        if self.processes.alive(pid, ticks):
+            self.processes.kill(control, pid)
+        status = self.processes.status(control)
         if status is not None:
             # A stage that finished on its own during cancellation keeps its outcome.
             self._finish_from_status(row, stage_row.stage, status)
@@ -708,37 +678,3 @@ class LocalExecutor:
         stage_row = self.journal.stage(row.attempt_id, stage_row.stage)
         if stage_row is not None and stage_row.state == "failed":
             self.journal.set_state(row.attempt_id, "failed")
-
-
-def _tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
-    """The last ``max_bytes`` of a file and its size; an absent file is empty."""
-    if not path.exists():
-        return b"", 0
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - max_bytes))
-        return f.read(max_bytes), size
-
-
-def _spawn_runner(control: Path, env: dict[str, str], log_file: Path) -> subprocess.Popen:
-    """Start the stage runner in a new session (it must outlive the Runtime); its own
-    output goes to the stage log. Synchronous on purpose: the pid must be known and
-    journaled before anything else happens."""
-    with open(log_file, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "site_runtime.adaptors.stage_runner", str(control)],
-            cwd=control,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            close_fds=True,
-        )
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None

@@ -72,6 +72,8 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class AttemptRow:
+    """One ``attempts`` row; ``material`` is the prepare payload."""
+
     attempt_id: str
     run_id: str
     attempt_number: int
@@ -83,6 +85,8 @@ class AttemptRow:
 
 @dataclass(frozen=True)
 class StageRow:
+    """One ``stages`` row (see the module doc)."""
+
     attempt_id: str
     stage: str
     state: str
@@ -119,10 +123,12 @@ class LocalJobsJournal:
         self._conn.executescript(_SCHEMA)
 
     def close(self) -> None:
+        """Close the file (the journal stays valid on disk)."""
         self._conn.close()
 
     # ------------------------------------------------------------ results
     def result(self, command_id: str) -> dict[str, Any] | None:
+        """The saved result of ``command_id``, or None."""
         row = self._conn.execute(
             "SELECT result_json FROM results WHERE command_id = ?", (command_id,)
         ).fetchone()
@@ -140,6 +146,7 @@ class LocalJobsJournal:
 
     # ------------------------------------------------------------ attempts
     def attempt(self, attempt_id: str) -> AttemptRow | None:
+        """The Attempt row, or None when this Runtime never prepared it."""
         row = self._conn.execute(
             "SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,)
         ).fetchone()
@@ -183,6 +190,7 @@ class LocalJobsJournal:
         return row
 
     def set_state(self, attempt_id: str, state: str, cancel_result: str | None = None) -> None:
+        """Set the Attempt's journal state (and the saved cancellation answer, when given)."""
         if cancel_result is None:
             self._conn.execute(
                 "UPDATE attempts SET state = ?, updated_at = ? WHERE attempt_id = ?",
@@ -196,6 +204,7 @@ class LocalJobsJournal:
             )
 
     def active_attempts(self) -> list[str]:
+        """Ids of Attempts in stage-in, compute or stage-out, oldest first."""
         rows = self._conn.execute(
             "SELECT attempt_id FROM attempts WHERE state IN "
             "('stage-in', 'compute', 'stage-out') ORDER BY created_at"
@@ -204,6 +213,7 @@ class LocalJobsJournal:
 
     # ------------------------------------------------------------ stages
     def stages(self, attempt_id: str) -> list[StageRow]:
+        """The Attempt's stage rows in stage order."""
         rows = self._conn.execute(
             "SELECT * FROM stages WHERE attempt_id = ? ORDER BY CASE stage "
             "WHEN 'stage-in' THEN 1 WHEN 'compute' THEN 2 ELSE 3 END",
@@ -212,6 +222,7 @@ class LocalJobsJournal:
         return [self._stage(r) for r in rows]
 
     def stage(self, attempt_id: str, stage: str) -> StageRow | None:
+        """One stage row, or None when the stage was never intended."""
         row = self._conn.execute(
             "SELECT * FROM stages WHERE attempt_id = ? AND stage = ?", (attempt_id, stage)
         ).fetchone()
@@ -264,18 +275,22 @@ class LocalJobsJournal:
     def set_grant(
         self, attempt_id: str, stage: str, grant_id: str | None, released: bool = False
     ) -> None:
+        """Record the stage's repository grant id (never its token)."""
         self._conn.execute(
             "UPDATE stages SET grant_id = ?, grant_released = ? WHERE attempt_id = ? AND stage = ?",
             (grant_id, int(released), attempt_id, stage),
         )
 
     def grant_released(self, attempt_id: str, stage: str) -> None:
+        """The stage's repository grant was revoked at the edge."""
         self._conn.execute(
             "UPDATE stages SET grant_released = 1 WHERE attempt_id = ? AND stage = ?",
             (attempt_id, stage),
         )
 
     def running(self, attempt_id: str, stage: str, pid: int, start_ticks: int | None) -> None:
+        """The stage's runner is ``pid`` started at ``start_ticks`` (set again when a
+        restart re-adopts the runner that claimed the stage)."""
         self._conn.execute(
             "UPDATE stages SET state = 'running', pid = ?, start_ticks = ? "
             "WHERE attempt_id = ? AND stage = ? AND state IN "

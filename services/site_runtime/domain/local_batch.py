@@ -77,6 +77,7 @@ class Step:
         return ["/bin/sh", "-c", self.shell or ""]
 
     def to_json(self) -> dict[str, Any]:
+        """The step in the spec's own shape (``{argv}`` or ``{shell}``)."""
         return {"argv": list(self.argv)} if self.argv is not None else {"shell": self.shell}
 
 

@@ -220,9 +220,9 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         async with svc.sessions.begin() as session:
             store = PostgresSiteStore(session)
             grant = await _grant(store, request)
-            material = await site_requests.authorise_execution(store, svc.authority, grant,
-                                                               body.model_dump())
-        return s.ExecutionAuthorised(material=material)
+            verdict = await site_requests.authorise_execution(store, svc.authority, grant,
+                                                              body.model_dump())
+        return s.ExecutionAuthorised(**verdict)
 
     @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
     async def authorise_read(request: Request, body: s.ReadAuthorisationRequest):
@@ -234,6 +234,20 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             permit = await site_requests.authorise_read(store, svc.authority, grant,
                                                         body.model_dump(),
                                                         svc.settings.read_permit_seconds)
+        return s.ReadPermit(**permit)
+
+    @router.post("/read-permits/{permit_id}/check", response_model=s.ReadPermit,
+                 tags=["authorisations"])
+    async def check_read_permit(request: Request,
+                                permit_id: str = Path(min_length=1, max_length=128)):
+        """Confirm a read permit on use: unexpired, in the caller's stream, and its viewer
+        still authorised now (never cached)."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            permit = await site_requests.check_read_permit(store, svc.authority, grant,
+                                                           permit_id)
         return s.ReadPermit(**permit)
 
     @router.post("/attempts/{attempt_id}/repository-grants", response_model=s.RepositoryGrant,

@@ -56,7 +56,7 @@ class StreamNotifier:
                     await conn.close()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # polling still works; only wake-ups are lost
+            except Exception as exc:  # noqa: BLE001 -- polling still works; only wake-ups are lost
                 log.warning("stream LISTEN connection failed: %s", type(exc).__name__)
                 await asyncio.sleep(2)
 

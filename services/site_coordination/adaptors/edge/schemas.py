@@ -79,9 +79,22 @@ class ExecutionAuthorisationRequest(_Strict):
     account: Short
 
 
+class CurrentAuthority(BaseModel):
+    project: str
+    site_id: str
+    member_id: str
+
+
+class AccountBinding(BaseModel):
+    site_username: str
+    account: str
+
+
 class ExecutionAuthorised(BaseModel):
     authorised: Literal[True] = True
     material: dict[str, Any] = Field(description="The saved prepare/apply payload")
+    authority: CurrentAuthority = Field(description="The Project authority confirmed now")
+    binding: AccountBinding = Field(description="The member's account binding confirmed now")
 
 
 class ReadAuthorisationRequest(_Strict):

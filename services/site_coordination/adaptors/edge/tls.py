@@ -36,8 +36,7 @@ def make_dev_certificates(directory: Path, names: tuple[str, ...] = ("127.0.0.1"
                             directory / "server-key.pem")
     ca.cert_pem.write_to_path(str(paths.ca_cert))
     with open(paths.server_cert, "wb") as fh:
-        for blob in cert.cert_chain_pems:
-            fh.write(blob.bytes())
+        fh.writelines(blob.bytes() for blob in cert.cert_chain_pems)
     fd = os.open(paths.server_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(cert.private_key_pem.bytes())

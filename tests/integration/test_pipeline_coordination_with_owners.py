@@ -1,0 +1,125 @@
+"""Pipelines against the real owners' request handling, to check the services agree on the contracts.
+
+- the real Workload Portfolio (real git reads, revisions) with an Execution Core
+  double: PrepareBranch order, PrepareAction at the branch's head after a push,
+  a new revision when actions.yaml changed;
+- the real Execution Core command server as well (acceptance only: no planning
+  or Site runs here): LaunchRun with the step's launch key, labels and hand-off
+  commit is accepted, and a stop's CancelRun is recorded on that Run.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from execution_core.__main__ import MIGRATIONS as EC_MIGRATIONS
+from execution_core.adaptors.governance_authority import GovernanceAuthority as EcAuthority
+from execution_core.adaptors.service import ExecutionCore
+from metallo.common.v1 import common_pb2
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.governance import GovernanceFile
+from metallo.messaging import OutboxRelay
+from metallo.persistence.engine import create_engine
+from workload_portfolio.__main__ import MIGRATIONS as WP_MIGRATIONS
+from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
+from workload_portfolio.adaptors.git_source import GitSourceControl
+from workload_portfolio.adaptors.governance_authority import GovernanceProjectAuthority
+from workload_portfolio.application.preparation import Preparation
+
+from pipeline_coordination.domain import identities
+from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def h(make_database, amqp_url, topology, tmp_path):
+    """The harness with the real Workload Portfolio in place of its double."""
+    harness = await build(make_database, amqp_url, topology, tmp_path)
+    wp_engine = create_engine(await make_database("workload_portfolio", WP_MIGRATIONS), pool_size=4)
+    await harness.portfolio.server.stop()
+    authority = GovernanceProjectAuthority(GovernanceFile(GOVERNANCE))
+    server = PortfolioCommandServer(
+        wp_engine, amqp_url, topology, authority=authority,
+        preparation=Preparation(GitSourceControl(timeout_seconds=30), authority),
+    )
+    relay = OutboxRelay(wp_engine, amqp_url, topology, owner="workload_portfolio", poll_seconds=0.05)
+    await relay.start()
+    await server.start()
+    yield harness
+    await server.stop()
+    await relay.stop()
+    await wp_engine.dispose()
+    await teardown(harness)
+
+
+async def test_hand_off_through_the_real_workload_portfolio(h):
+    await h.coordinator().start()
+    pid = (await h.start_pipeline()).pipeline_id
+    p = await h.until_step(pid, 1, "launched")
+    assert [s.action for s in p.steps] == ["train", "eval"]
+    assert p.step(1).pinned_commit == h.repo.head() == p.prepared_commit
+
+    pushed = h.repo.push(
+        {"model.bin": "weights\n", "actions.yaml": ACTIONS.replace("eval.py]", "eval.py, --fast]")}, "trained"
+    )
+    await h.runs.complete(h.runs.run_for(1).run_id, "succeeded", output_commit=pushed)
+    p = await h.until_step(pid, 2, "launched")
+    step2 = p.step(2)
+    assert step2.pinned_commit == pushed == h.runs.launch_for(2).repository_commit
+    assert (step2.prepared_revision, step2.revision) == (1, 2)
+    assert h.runs.launch_for(2).workload_id == step2.workload_id
+    await h.runs.complete(h.runs.run_for(2).run_id, "succeeded")
+    await h.until_state(pid, "succeeded")
+    h.runs.assert_one_launch_per_step()
+
+
+async def test_real_execution_core_accepts_the_step_launch_and_records_the_stop(h, make_database, amqp_url, topology):
+    await h.runs.stop()  # the real Execution Core answers LaunchRun / CancelRun instead of the double
+    ec_engine = create_engine(await make_database("execution_core", EC_MIGRATIONS), pool_size=4)
+    core = ExecutionCore(
+        engine=ec_engine,
+        amqp_url=amqp_url,
+        topology=topology,
+        authority=EcAuthority(GovernanceFile(GOVERNANCE)),
+        parts=frozenset({"server", "relay"}),
+        relay_poll_seconds=0.05,
+    )
+    await core.start()
+    try:
+        await h.coordinator().start()
+        pid = (await h.start_pipeline()).pipeline_id
+        p = await h.until_step(pid, 1, "launched")
+        step = p.step(1)
+        run = await h.client.request(
+            ec.GetRun(metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), run_id=step.run_id)
+        )
+        assert run.launch_key == identities.launch_key(pid, 1)
+        assert run.launch_command_id == identities.command_id(pid, "launch", 1, 1)
+        assert run.labels["pipeline_id"] == pid and run.labels["pipeline_step"] == "1"
+        assert run.workload_id == step.workload_id and run.revision == step.revision
+
+        # A second LaunchRun with the step's key (another command_id) gives the same Run.
+        again = await h.client.request(
+            ec.LaunchRun(
+                metadata=common_pb2.CommandMetadata(command_id=str(uuid.uuid4()), acting_member="m-alice", project="demo"),
+                workload_id=step.workload_id,
+                revision=step.revision,
+                launch_key=identities.launch_key(pid, 1),
+                labels=identities.labels(pid, 1, "train"),
+                repository_commit=step.pinned_commit,
+            )
+        )
+        assert again.run_id == step.run_id
+
+        await h.stop_pipeline(pid)
+        await h.until_step(pid, 1, "cancelling")
+        run = await h.client.request(
+            ec.GetRun(metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), run_id=step.run_id)
+        )
+        assert run.desired_state == "cancel" and run.cancelled_by == "m-alice"
+        assert (await h.load(pid)).step(2).state == "skipped"
+    finally:
+        await core.stop()
+        await ec_engine.dispose()

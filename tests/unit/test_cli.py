@@ -1,0 +1,250 @@
+"""``metallo`` CLI: arguments, exit codes (0/1/2/3/4), output and the requests it
+sends, against the real RabbitMQ with a stand-in for the other services
+(tests/unit/cli_support.py)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.messaging import Rejected, Topology
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
+from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
+from tests.unit.cli_support import StandIn, cli, run_cli
+
+RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000001"
+
+
+@pytest.fixture(autouse=True)
+def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
+    """Member, Project and broker namespace for every CLI call; no config file."""
+    monkeypatch.setenv("METALLO_MEMBER", "m-alice")
+    monkeypatch.setenv("METALLO_PROJECT", "demo")
+    monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)
+    monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
+    monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "5")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr("metallo.cli.progress.POLL_SECONDS", 0.05)
+
+
+def a_run(phase: str = "terminal", outcome: str = "succeeded", run_id: str = RUN_ID) -> ec.Run:
+    run = ec.Run(run_id=run_id, project="demo", action="train", action_type="slurm-job",
+                 site_id="lab-slurm", phase=phase, outcome=outcome if phase == "terminal" else "",
+                 native_state="COMPLETED" if phase == "terminal" else "RUNNING",
+                 output_commit="a" * 40 if outcome == "succeeded" else "")
+    attempt = run.attempts.add(number=1, state=outcome if phase == "terminal" else "active",
+                               native_state=run.native_state)
+    attempt.native_jobs.add(stage="stage-in", job_id="101")
+    attempt.native_jobs.add(stage="compute", job_id="102")
+    return run
+
+
+def not_found(_message):
+    raise Rejected("not-found", "no such Run in Project demo")
+
+
+@pytest.fixture
+def topology(namespace):
+    return Topology(prefix=namespace)
+
+
+# ------------------------------------------------------------------ usage (no broker)
+
+def test_missing_member_is_a_usage_error_with_next_step(monkeypatch):
+    monkeypatch.delenv("METALLO_MEMBER")
+    result = run_cli("run", "show", RUN_ID)
+    assert result.code == 2
+    assert "no acting member" in result.stderr and "next:" in result.stderr
+    assert "METALLO_MEMBER" in result.stderr
+
+
+def test_member_and_project_come_from_the_config_file(monkeypatch, tmp_path, namespace):
+    monkeypatch.delenv("METALLO_MEMBER")
+    monkeypatch.delenv("METALLO_PROJECT")
+    config = tmp_path / "config.toml"
+    config.write_text('member = "m-bob"\nproject = "demo"\n')
+    monkeypatch.setenv("METALLO_CONFIG", str(config))
+    from metallo.cli.settings import actor
+
+    assert actor(None, None).member == "m-bob"
+    assert actor("m-carol", None).member == "m-carol"  # the option wins
+
+
+def test_unknown_command_and_bad_options_exit_2():
+    assert run_cli("run", "lst").code == 2
+    bad_limit = run_cli("run", "list", "--limit", "0")
+    assert bad_limit.code == 2 and "next:" in bad_limit.stderr
+    bad_outcome = run_cli("run", "list", "--outcome", "maybe")
+    assert bad_outcome.code == 2 and "succeeded, failed or cancelled" in bad_outcome.stderr
+
+
+def test_bad_command_id_is_refused_before_anything_is_sent(tmp_path):
+    result = run_cli("action", "run", str(tmp_path), "train", "--command-id", "not-a-uuid")
+    assert result.code == 2 and "not a UUID" in result.stderr
+
+
+def test_missing_local_repository_is_not_found(tmp_path):
+    result = run_cli("action", "run", str(tmp_path / "nope"), "train")
+    assert result.code == 3 and "no such local repository" in result.stderr
+
+
+def test_help_documents_exit_codes():
+    result = run_cli("--help")
+    assert result.code == 0
+    assert "4 outcome uncertain" in result.stdout.replace("\n", " ")
+
+
+# ------------------------------------------------------------------ over the broker
+
+async def test_run_show_table_and_json(amqp_url, topology):
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": lambda q: a_run()}) as s:
+        table = await cli("run", "show", RUN_ID)
+        as_json = await cli("run", "show", RUN_ID, "--output", "json")
+    assert table.code == 0 and "stage-in=101 compute=102" in table.stdout
+    assert as_json.code == 0
+    document = json.loads(as_json.stdout)
+    assert document["run_id"] == RUN_ID and document["outcome"] == "succeeded"
+    assert document["attempts"][0]["native_jobs"][1] == {"stage": "compute", "job_id": "102"}
+    query = s.received[0]
+    assert query.metadata.acting_member == "m-alice" and query.metadata.project == "demo"
+    assert query.run_id == RUN_ID
+
+
+async def test_not_found_exits_3_and_permission_denied_exits_2(amqp_url, topology):
+    def denied(_q):
+        raise Rejected("permission-denied", "m-alice lacks runs.read in demo")
+
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": not_found,
+                                                                 "ListRuns": denied}):
+        missing = await cli("run", "show", RUN_ID)
+        refused = await cli("run", "list")
+    assert missing.code == 3 and "not-found" in missing.stderr and "next:" in missing.stderr
+    assert refused.code == 2 and "permission-denied" in refused.stderr
+    assert "governance file" in refused.stderr
+
+
+async def test_service_not_running_exits_4_and_says_to_start_it():
+    result = await cli("run", "show", RUN_ID)
+    assert result.code == 4
+    assert "metallo dev up" in result.stderr
+
+
+async def test_no_reply_in_time_is_uncertain_with_the_command_id(amqp_url, topology, monkeypatch):
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "1")
+    async with StandIn(amqp_url, topology, ("execution_core",), {"CancelRun": None}) as s:
+        result = await cli("run", "cancel", RUN_ID)
+    assert result.code == 4
+    sent = s.received[0]
+    assert f"--command-id {sent.metadata.command_id}" in result.stderr
+
+
+async def test_wait_exit_code_follows_the_outcome(amqp_url, topology):
+    answers = {"ok": iter([a_run("running"), a_run()]),
+               "bad": iter([a_run("queued"), a_run(outcome="failed")])}
+    current = {"key": "ok"}
+
+    def get(_q):
+        return next(answers[current["key"]])
+
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": get}):
+        succeeded = await cli("run", "wait", RUN_ID, "--output", "json")
+        current["key"] = "bad"
+        failed = await cli("run", "wait", RUN_ID)
+    assert succeeded.code == 0 and json.loads(succeeded.stdout)["outcome"] == "succeeded"
+    assert "phase running" in succeeded.stderr  # progress went to stderr
+    assert failed.code == 1
+
+
+async def test_wait_timeout_is_uncertain(amqp_url, topology):
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": lambda q: a_run("running")}):
+        result = await cli("run", "wait", RUN_ID, "--timeout", "1", "--quiet")
+    assert result.code == 4 and "goes on" in result.stderr
+
+
+async def test_action_run_prepares_then_launches_with_replayable_ids(amqp_url, topology, tmp_path):
+    prepared = wp.PrepareActionReply(workload_id="w-1", revision=3, commit="b" * 40,
+                                     action="train", created=True)
+    handlers = {"PrepareAction": lambda c: prepared,
+                "LaunchRun": lambda c: ec.LaunchRunReply(run_id=RUN_ID, phase="accepted", version=1),
+                "GetRun": lambda q: a_run()}
+    root = str(uuid.uuid4())
+    async with StandIn(amqp_url, topology, ("workload_portfolio", "execution_core"), handlers) as s:
+        first = await cli("action", "run", str(tmp_path), "train", "--branch", "dev",
+                          "--command-id", root, "--wait", "--output", "json")
+        again = await cli("action", "run", str(tmp_path), "train", "--branch", "dev",
+                          "--command-id", root)
+    assert first.code == 0 and again.code == 0
+    assert again.stdout.strip() == RUN_ID
+    document = json.loads(first.stdout)
+    assert document["launch"]["run_id"] == RUN_ID and document["run"]["outcome"] == "succeeded"
+    prepare, launch = s.received[0], s.received[1]
+    assert s.names()[:2] == ["PrepareAction", "LaunchRun"]
+    assert prepare.repository_url == str(tmp_path.resolve()) and prepare.branch == "dev"
+    assert prepare.action == "train"
+    assert (launch.workload_id, launch.revision) == ("w-1", 3)
+    replay = [m for m in s.received if m.DESCRIPTOR.name in ("PrepareAction", "LaunchRun")][2:]
+    # the same --command-id sends the same command ids again (safe retry)
+    assert [m.metadata.command_id for m in replay] == [prepare.metadata.command_id,
+                                                       launch.metadata.command_id]
+    assert prepare.metadata.command_id != launch.metadata.command_id
+
+
+async def test_action_run_actions_invalid_lists_problems(amqp_url, topology, tmp_path):
+    def invalid(_c):
+        raise Rejected("actions-invalid", "actions.yaml has 1 problem",
+                       {"problem.001": "actions.yaml:3:5: actions.train.cpus: bad"})
+
+    async with StandIn(amqp_url, topology, ("workload_portfolio",), {"PrepareAction": invalid}):
+        result = await cli("action", "run", str(tmp_path), "train")
+    assert result.code == 2
+    assert "actions.yaml:3:5" in result.stderr and "python -m workload_portfolio check" in result.stderr
+
+
+def a_pipeline(state: str) -> pc.Pipeline:
+    p = pc.Pipeline(pipeline_id="p-1", project="demo", state=state, branch="main",
+                    repository_url="https://git.example/demo.git")
+    p.steps.add(index=1, action="train", state="succeeded", run_id=RUN_ID, output_commit="c" * 40)
+    p.steps.add(index=2, action="evaluate", state="failed" if state == "failed" else
+                ("succeeded" if state == "succeeded" else "launched"), run_id=RUN_ID)
+    return p
+
+
+async def test_pipeline_run_wait_and_exit_codes(amqp_url, topology):
+    states = iter(["running", "succeeded"])
+    handlers = {"StartPipeline": lambda c: pc.StartPipelineReply(pipeline_id="p-1", state="preparing"),
+                "GetPipeline": lambda q: a_pipeline(next(states)),
+                "GetRun": lambda q: a_run("running")}
+    async with StandIn(amqp_url, topology, ("pipeline_coordination", "execution_core"), handlers) as s:
+        ok = await cli("pipeline", "run", "https://git.example/demo.git", "--wait", "-o", "json")
+        handlers["GetPipeline"] = lambda q: a_pipeline("failed")
+        failed = await cli("pipeline", "show", "p-1", "--wait")
+        handlers["ListPipelines"] = lambda q: pc.ListPipelinesReply(pipelines=[a_pipeline("failed")])
+        listed = await cli("pipeline", "list", "-o", "json")
+    assert ok.code == 0, ok.stderr
+    assert json.loads(ok.stdout)["pipeline"]["state"] == "succeeded"
+    assert "step 2/2 evaluate" in ok.stderr
+    start = s.received[0]
+    assert start.repository_url == "https://git.example/demo.git" and start.branch == "main"
+    assert list(start.actions) == []  # Run all in order
+    assert failed.code == 1
+    assert json.loads(listed.stdout)["pipelines"][0]["pipeline_id"] == "p-1"
+
+
+async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, topology):
+    handlers = {
+        "StopPipeline": lambda c: pc.StopPipelineReply(pipeline_id=c.pipeline_id, stop_recorded=True,
+                                                       state="stopping"),
+        "CancelRun": lambda c: ec.CancelRunReply(run_id=c.run_id, cancel_recorded=False,
+                                                 phase="terminal", outcome="succeeded"),
+    }
+    async with StandIn(amqp_url, topology, ("pipeline_coordination", "execution_core"), handlers) as s:
+        stopped = await cli("pipeline", "stop", "p-1", "--reason", "wrong branch")
+        cancelled = await cli("run", "cancel", RUN_ID, "-o", "json")
+    assert stopped.code == 0 and "stop of p-1 recorded" in stopped.stdout
+    assert s.received[0].reason == "wrong branch"
+    assert cancelled.code == 0
+    assert json.loads(cancelled.stdout)["cancel"]["outcome"] == "succeeded"
