@@ -57,10 +57,10 @@ def serve(url: str, port: int, certs: Path, issuer_dir: Path) -> None:
     from metallo.identity.issuer import LabIssuer
     from site_coordination.adaptors.edge.server import ServeOptions, build_server
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
-    from site_coordination.adaptors.wiring import build_edge
+    from site_coordination.adaptors.wiring import build_edge, edge_engine
 
     async def main() -> None:
-        engine = create_engine(url, pool_size=10)
+        engine = edge_engine(url)
         app = build_edge(engine, url, Topology(), issuer=LabIssuer.from_environment(issuer_dir),
                          authority=GovernanceAuthority(ROOT / "examples" / "governance.yaml"))
         server, sock = build_server(app, ServeOptions(port=port, cert_file=certs / "server.pem",

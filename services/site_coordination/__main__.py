@@ -167,11 +167,12 @@ async def serve_forever() -> None:
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
     from site_coordination.adaptors.lab_git.app import LabGitSettings
     from site_coordination.adaptors.settings import Settings
-    from site_coordination.adaptors.wiring import build_edge
+    from site_coordination.adaptors.wiring import build_edge, edge_engine
 
     settings = Settings.from_environment()
     await migrate(settings.database_url, MIGRATIONS)
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url)      # consumer and relay
+    edge_db = edge_engine(settings.database_url)        # the edge's short requests
     topology = Topology(prefix=settings.topology_prefix)
     lab_git = None
     if settings.lab_git_root is not None:
@@ -179,7 +180,7 @@ async def serve_forever() -> None:
                  if settings.lab_git_operator_token_file else "")
         settings.lab_git_root.mkdir(parents=True, exist_ok=True)
         lab_git = LabGitSettings(root=settings.lab_git_root, operator_token=token)
-    app = build_edge(engine, settings.database_url, topology,
+    app = build_edge(edge_db, settings.database_url, topology,
                      authority=GovernanceAuthority(settings.governance_file),
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
@@ -197,6 +198,7 @@ async def serve_forever() -> None:
     finally:
         await commands.stop()
         await relay.stop()
+        await edge_db.dispose()
         await engine.dispose()
 
 

@@ -290,6 +290,11 @@ class RunsDouble:
         async with self.sessions() as session, session.begin():
             await self.outbox.publish_event(session, self.completed(self.runs[run_id]), aggregate_id=f"run:{run_id}")
 
+    def end_silently(self, run_id: str, outcome: str, output_commit: str = "") -> None:
+        """The Run ends but its RunCompleted is lost: only GetRun shows the end."""
+        run = self.runs[run_id]
+        run.phase, run.outcome, run.output_commit = "terminal", outcome, output_commit
+
     def serve_ready(self, run_id: str, endpoint: str) -> None:
         """A service Run becomes healthy with an endpoint (what GetRun then shows)."""
         run = self.runs[run_id]
@@ -342,14 +347,14 @@ class Harness:
     service: PipelineCoordination
     coordinators: list[PipelineCoordination] = field(default_factory=list)
 
-    def coordinator(self, fault: FaultHook = no_fault) -> PipelineCoordination:
+    def coordinator(self, fault: FaultHook = no_fault, settings: Settings = FAST) -> PipelineCoordination:
         """A coordinator-only process (started by the caller)."""
         part = PipelineCoordination(
             engine=self.engine,
             amqp_url=self.amqp_url,
             topology=self.topology,
             authority=self.service.authority,
-            settings=FAST,
+            settings=settings,
             parts=frozenset({"coordinator"}),
             fault=fault,
         )

@@ -17,7 +17,7 @@ import httpx
 from metallo.common.v1 import common_pb2
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.messaging import Outbox, Topology
-from metallo.persistence.engine import create_engine, session_factory
+from metallo.persistence.engine import session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.edge.app import EdgeSettings
 from site_coordination.adaptors.edge.server import ServeOptions, build_server
@@ -27,7 +27,7 @@ from site_coordination.adaptors.lab_git.app import LabGitSettings
 from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.tables import command_grants
-from site_coordination.adaptors.wiring import build_edge
+from site_coordination.adaptors.wiring import build_edge, edge_engine
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
 from site_coordination.domain.canonical import canonical_json
@@ -178,7 +178,7 @@ async def start_harness(make_database, tmp_path: Path, namespace: str,
     issuer = LabIssuer(generate_key(tmp_path / "issuer"), issuer="https://issuer.test",
                        azp="metallo-site-runtime")
     harness = EdgeHarness(
-        url="", database_url=url, engine=create_engine(url, pool_size=5), ca_file=tmp_path / "certs" / "ca.pem",
+        url="", database_url=url, engine=edge_engine(url, pool_size=5), ca_file=tmp_path / "certs" / "ca.pem",
         governance_file=governance, git_root=git_root, issuer=issuer,
         topology=Topology(prefix=namespace), tmp=tmp_path, settings=settings or EdgeSettings(),
     )

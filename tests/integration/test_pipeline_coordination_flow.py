@@ -7,12 +7,14 @@ step's Run: it pushes to the real repository, then completes the Run.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 
-from tests.integration.pipeline_coordination_support import ACTIONS, build, teardown
+from tests.integration.pipeline_coordination_support import ACTIONS, FAST, build, teardown
 
 SERVICE_THEN_BATCH = """\
 version: 1
@@ -179,3 +181,14 @@ async def test_service_step_advances_once_healthy_and_stop_cancels_the_ready_ser
         assert [e.outcome for e in await h.completed_events(pid)] == ["succeeded"]
     finally:
         await teardown(h)
+
+
+async def test_a_lost_run_completed_is_made_up_by_the_safety_re_read(h):
+    await h.coordinator(settings=dataclasses.replace(FAST, batch_recheck_seconds=0.3)).start()
+    pid = (await h.start_pipeline(actions=("train", "eval"))).pipeline_id
+    await h.until_step(pid, 1, "launched")
+    pushed = h.repo.push({"model.bin": "weights\n"}, "trained")
+    h.runs.end_silently(h.runs.run_for(1).run_id, "succeeded", output_commit=pushed)
+    p = await h.until_step(pid, 2, "launched")
+    assert p.step(1).state == "succeeded" and p.step(1).output_commit == pushed
+    assert p.step(2).pinned_commit == pushed

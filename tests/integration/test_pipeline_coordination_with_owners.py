@@ -5,7 +5,7 @@
   a new revision when actions.yaml changed;
 - the real Execution Core command server as well (acceptance only: no planning
   or Site runs here): LaunchRun with the step's launch key, labels and hand-off
-  commit is accepted, and a stop's CancelRun is recorded on that Run.
+  commit is accepted, and a stop's CancelRun is recorded on that Run and ends it.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay
 from metallo.persistence.engine import create_engine
+from pipeline_coordination.domain import identities
 from workload_portfolio.__main__ import MIGRATIONS as WP_MIGRATIONS
 from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
 from workload_portfolio.adaptors.git_source import GitSourceControl
 from workload_portfolio.adaptors.governance_authority import GovernanceProjectAuthority
 from workload_portfolio.application.preparation import Preparation
 
-from pipeline_coordination.domain import identities
 from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
 
 pytestmark = pytest.mark.integration
@@ -114,12 +114,14 @@ async def test_real_execution_core_accepts_the_step_launch_and_records_the_stop(
         assert again.run_id == step.run_id
 
         await h.stop_pipeline(pid)
-        await h.until_step(pid, 1, "cancelling")
+        # The Run was not planned yet, so Execution Core ends it at once and says so in the reply.
+        p = await h.until_state(pid, "stopped")
+        assert p.step(1).state == "cancelled" and p.step(1).run_outcome == "cancelled"
         run = await h.client.request(
             ec.GetRun(metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), run_id=step.run_id)
         )
         assert run.desired_state == "cancel" and run.cancelled_by == "m-alice"
-        assert (await h.load(pid)).step(2).state == "skipped"
+        assert p.step(2).state == "skipped"
     finally:
         await core.stop()
         await ec_engine.dispose()

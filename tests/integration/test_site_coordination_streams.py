@@ -197,3 +197,25 @@ async def test_bodies_are_bounded(edge):
     async with edge.engine.connect() as conn:
         assert (await conn.execute(select(site_commands.c.result_json))).scalar_one() is None
     assert json.loads(json.dumps(command))["sequence"] == 1
+
+
+async def test_a_dropped_database_connection_costs_one_503_then_recovers(edge):
+    from sqlalchemy import text
+
+    from metallo.persistence.engine import create_engine
+
+    secret = await edge.grant()
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(secret)
+    assert (await client.get("/v1/commands/next")).status_code == 200
+    admin = create_engine(edge.database_url.rsplit("/", 1)[0] + "/postgres", pool_size=1)
+    async with admin.connect() as conn:
+        await conn.execute(text(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = :db AND pid <> pg_backend_pid()"),
+            {"db": edge.database_url.rsplit("/", 1)[1]})
+    await admin.dispose()
+    statuses = [(await client.get("/v1/commands/next")).status_code for _ in range(3)]
+    assert set(statuses) <= {200, 503} and statuses[-1] == 200
+    r = await client.get("/v1/commands/next")
+    assert r.json()["sequence"] == 1

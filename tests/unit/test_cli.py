@@ -248,3 +248,17 @@ async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, t
     assert s.received[0].reason == "wrong branch"
     assert cancelled.code == 0
     assert json.loads(cancelled.stdout)["cancel"]["outcome"] == "succeeded"
+
+
+def test_logs_validates_the_stage_first():
+    result = run_cli("run", "logs", RUN_ID, "--stage", "everything")
+    assert result.code == 2 and "stage-in, compute, stage-out" in result.stderr
+
+
+def test_logs_says_plainly_when_the_platform_has_no_log_read():
+    from metallo.execution_core.v1 import execution_core_pb2
+
+    if hasattr(execution_core_pb2, "ReadRunLog"):
+        pytest.fail("ReadRunLog exists now: replace this test with one through the stand-in")
+    result = run_cli("run", "logs", RUN_ID)
+    assert result.code == 2 and "ReadRunLog" in result.stderr and "next:" in result.stderr

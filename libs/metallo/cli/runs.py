@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.progress import Snapshot, follow, run_line
-from metallo.cli.render import (Output, as_dict, key_value_table, native_jobs_text, out,
+from metallo.cli.render import (Output, as_dict, err, key_value_table, native_jobs_text, out,
                                 print_json, seconds_between, timestamp)
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
@@ -200,3 +200,74 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
             print_run(run)
     if run is not None:
         raise typer.Exit(Exit.OK if run.outcome in ("cancelled", "succeeded", "failed") else Exit.UNCERTAIN)
+
+
+LOG_READ_SECONDS = 10.0  # seed 001, Private Run log commands: the operation is capped at 10 s
+STAGES = ("stage-in", "compute", "stage-out")
+
+
+def log_contract():
+    """(ReadRunLog, GetRunLogRead) of Execution Core's contract; CliError when absent.
+
+    The log read is a command (it appends a ``read-log`` Site command with a read
+    permit, docs/site-commands.md) answered with a read id, then a query polled
+    until the Runtime's result arrived.
+    """
+    read = getattr(ec, "ReadRunLog", None)
+    poll = getattr(ec, "GetRunLogRead", None)
+    if read is None or poll is None:
+        raise CliError(
+            "this platform cannot read Run logs yet: Execution Core's contract "
+            "(metallo.execution_core.v1) has no ReadRunLog / GetRunLogRead",
+            "see the failure facts with `metallo run show RUN` (exit code, signal, stage); an "
+            "operator can read the Attempt's log at the Site meanwhile", Exit.USAGE,
+            code="logs-unsupported")
+    return read, poll
+
+
+@app.command("logs")
+def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
+         stage: Annotated[str, typer.Option(help="stage-in | compute | stage-out")] = "compute",
+         attempt: Annotated[int, typer.Option(min=0, help="Attempt number; 0 = the latest")] = 0,
+         max_bytes: Annotated[int, typer.Option(min=1, max=MAX_LOG_BYTES,
+                                                help="at most this many bytes (the tail)")] = MAX_LOG_BYTES,
+         command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table) -> None:
+    """Print the tail of a finished Attempt's stage log (read through the Site, permit
+    checked; at most 5 MiB, within 10 s)."""
+    if stage not in STAGES:
+        raise CliError(f"--stage {stage!r} is not one of {', '.join(STAGES)}",
+                       "pass --stage compute (the action's own output)", Exit.USAGE)
+    read_cls, poll_cls = log_contract()
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            started = await p.request(read_cls(
+                metadata=command_metadata(who, command_id), run_id=run_id,
+                attempt_number=attempt, stage=stage, max_bytes=max_bytes))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + LOG_READ_SECONDS + conn.timeout_seconds
+            while True:
+                read = await p.request(poll_cls(metadata=query_metadata(who),
+                                                read_id=started.read_id))
+                if read.state != "pending":
+                    return read
+                if loop.time() > deadline:
+                    raise CliError(f"the Site did not return the {stage} log in time",
+                                   "run the same command again later", Exit.UNCERTAIN,
+                                   code="log-read-timeout")
+                await asyncio.sleep(0.3)
+
+    read = _run(body())
+    if read.state != "ready":
+        raise CliError(f"the log read was refused: {read.reason_code or read.state}",
+                       "check that the Run's Attempt ran at a Site and that you may read it "
+                       "(runs.read)", Exit.USAGE, code=read.reason_code or "log-read-refused")
+    if output is Output.json:
+        print_json(as_dict(read))
+        return
+    import sys
+
+    sys.stdout.write(read.text)
+    if read.truncated:
+        err.print(f"(only the last {max_bytes} bytes are shown)", markup=False)

@@ -23,8 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="the demo summary of a Pipeline (one JSON line)")
     rep.add_argument("pipeline_id")
     rep.add_argument("--executor", choices=("local", "slurm"), required=True)
+    setup = sub.add_parser("compose-setup", help="prepare the docker compose stack's volume")
+    setup.add_argument("--dir", required=True, help="the shared state volume")
+    setup.add_argument("--edge-host", default="site-coordination")
+    setup.add_argument("--site", default="lab-slurm")
     args = parser.parse_args(argv)
     import os
+
+    if args.command == "compose-setup":
+        from metallo.devstack.compose import setup as compose_setup
+
+        return asyncio.run(compose_setup(args.dir, args.edge_host, args.site))
 
     if args.command == "report":
         from metallo.cli.exits import CliError

@@ -115,8 +115,15 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
             "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
         }, ready="queue:workload_portfolio.commands")
-    execution_core = Component("execution_core", "execution_core", [], dict(env),
-                               ready="queue:execution_core.commands")
+    execution_core = Component("execution_core", "execution_core", [], {
+        **env,
+        # Development timing: observe an active Attempt every 2 s (production default 30 s)
+        # so that demos and tests see a Run end soon after its native end.
+        "METALLO_EXECUTION_CORE_OBSERVE_INTERVAL_SECONDS": os.environ.get(
+            "METALLO_EXECUTION_CORE_OBSERVE_INTERVAL_SECONDS", "2"),
+        "METALLO_EXECUTION_CORE_RESULT_RECHECK_SECONDS": os.environ.get(
+            "METALLO_EXECUTION_CORE_RESULT_RECHECK_SECONDS", "5"),
+    }, ready="queue:execution_core.commands")
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
                                       dict(env), ready="queue:pipeline_coordination.commands")
     runtime = runtime_component(layout, options)

@@ -8,7 +8,7 @@ from pathlib import Path
 from metallo.identity.issuer import LabIssuer
 from metallo.messaging import Outbox, Topology
 from metallo.persistence.engine import session_factory
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from site_coordination.adaptors.deferral_catalogue import load_catalogue
 from site_coordination.adaptors.edge.app import EdgeServices, EdgeSettings, create_app
@@ -18,6 +18,16 @@ from site_coordination.adaptors.lab_git.app import LabGitApp, LabGitSettings, co
 from site_coordination.adaptors.lab_git.tokens import LabSourceControl
 from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.application.ports import ProjectAuthority
+
+
+def edge_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """The edge's engine: like ``metallo.persistence.engine.create_engine`` but without
+    a pre-ping round trip on every checkout (the edge's requests are short and many).
+    A connection found dead fails its one request with 503 ``storage-unavailable``
+    and is replaced; connections are recycled after 30 minutes.
+    """
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size,
+                               pool_pre_ping=False, pool_recycle=1800)
 
 
 def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
@@ -30,6 +40,7 @@ def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
     settings = settings or EdgeSettings()
     services = EdgeServices(
         sessions=sessions,
+        autocommit_sessions=session_factory(engine.execution_options(isolation_level="AUTOCOMMIT")),
         events=lambda session: OutboxEvents(outbox, session),
         authority=authority,
         source_control=LabSourceControl,

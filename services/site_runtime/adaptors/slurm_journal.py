@@ -4,7 +4,7 @@ One SQLite file in WAL mode. Every write is committed to the WAL before its
 call returns, so intent saved before a POST survives ``kill -9`` of the Runtime.
 The default ``synchronous=NORMAL`` leaves the fsync to WAL checkpoints: a power
 loss may forget the last writes, which the held-submission protocol of
-``slurm_chain`` tolerates (a forgotten intent or job id is settled by exact
+``slurm_submission`` tolerates (a forgotten intent or job id is settled by exact
 identity; a duplicate stays held and is cancelled).  ``FULL`` fsyncs every write.
 
 Tables:

@@ -149,7 +149,8 @@ class Worker:
                 await self._report(entry, entry.result_json)
         command = await self._pull(stop)
         if command is None:
-            return 0.0
+            # Nothing within the long-poll wait; a short wait must not become a busy loop.
+            return max(0.0, 0.5 - self.settings.wait_seconds)
         entry = self.journal.journal(command)
         self.fault("journaled")
         if entry.result_json is None:

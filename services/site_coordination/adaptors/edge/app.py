@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from site_coordination.adaptors.edge import schemas as s
@@ -67,6 +68,9 @@ class EdgeServices:
     issuer: MemberTokenIssuer
     jwks: Callable[[], dict[str, Any]]
     catalogue: DeferralCatalogue
+    # Sessions whose statements each commit on their own (no BEGIN/COMMIT round
+    # trips); used by the pull, whose single write needs no multi-statement atomicity.
+    autocommit_sessions: async_sessionmaker[AsyncSession] | None = None
     notifier: StreamNotifier | None = None
     settings: EdgeSettings = field(default_factory=EdgeSettings)
 
@@ -145,6 +149,19 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         log.warning("identity provider unavailable for %s %s", request.method, request.url.path)
         return _error(503, "identity-provider-unavailable", "the member token cannot be issued now")
 
+    @app.exception_handler(DBAPIError)
+    async def storage_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        if not exc.connection_invalidated:
+            raise exc  # a real fault: a 500, logged by the server
+        log.warning("database connection lost during %s %s", request.method, request.url.path)
+        return _error(503, "storage-unavailable", "the database connection was lost; retry")
+
+    @app.exception_handler(OSError)
+    async def storage_down(request: Request, exc: OSError) -> JSONResponse:
+        log.warning("database unreachable during %s %s: %s", request.method, request.url.path,
+                    type(exc).__name__)
+        return _error(503, "storage-unavailable", "the database cannot be reached; retry")
+
     @app.get("/healthz", response_model=s.Health, tags=["health"])
     async def healthz() -> s.Health:
         """Liveness; no credential, no database."""
@@ -169,8 +186,9 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         svc = _svc(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(wait, svc.settings.max_wait_seconds)
+        pull_sessions = svc.autocommit_sessions or svc.sessions
         while True:
-            async with svc.sessions.begin() as session:
+            async with pull_sessions() as session, session.begin():
                 store = PostgresSiteStore(session)
                 grant = await _grant(store, request)
                 command = await streams.pull_next(store, grant.stream)

@@ -1,0 +1,52 @@
+"""``python -m metallo.devstack compose-setup --dir DIR``: the one-shot ``setup``
+service of ``docker-compose.yml``. In the shared volume it makes what ``dev up``
+makes under ``var/dev`` — the edge certificate (for the edge's service name),
+the lab Git operator token and Git credentials, a ``psb_`` runtime grant — after
+migrating Site Coordination's database, and declares the event tap queue.
+Idempotent: existing files are kept, so a restart keeps the same grant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from metallo.devstack.components import Options
+from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
+from metallo.devstack.prepare import (create_runtime_grant, ensure_event_tap,
+                                      ensure_git_credentials)
+
+SERVICE_UID = 10001  # the unprivileged user of the image (docker-compose.yml)
+
+
+async def setup(directory: str, edge_host: str, site: str) -> int:
+    """Prepare ``directory``; 0 when done."""
+    from metallo.persistence.engine import database_url
+    from metallo.persistence.migrations import migrate
+    from site_coordination.adaptors.edge.tls import make_dev_certificates
+
+    layout = Layout(Path(directory))
+    layout.make()
+    options = Options(executor="local", amqp_url=os.environ.get("METALLO_AMQP_URL",
+                                                                Options.amqp_url),
+                      site_id=site)
+    await migrate(database_url("site_coordination"),
+                  REPO_ROOT / "services" / "site_coordination" / "migrations")
+    if not (layout.certs / "server.pem").exists():
+        make_dev_certificates(layout.certs, names=(edge_host, "localhost", "127.0.0.1"))
+    ensure_git_credentials(layout, options)
+    # The services reach the edge by its service name, not 127.0.0.1.
+    token = (layout.secrets / "git-operator-token").read_text().strip()
+    write_secret(layout.secrets / "git-credentials.json", json.dumps(
+        {f"{edge_host}:{options.edge_port}": {"username": "operator", "secret": token}}))
+    if not (layout.secrets / "runtime-grant").exists():
+        grant_id = await create_runtime_grant(layout, options)
+        print(f"runtime grant {grant_id} for {site}/slurm")
+    await ensure_event_tap(options)
+    if os.geteuid() == 0:
+        # setup runs as root; the services run as SERVICE_UID and must own the volume.
+        for path in [layout.root, *layout.root.rglob("*")]:
+            os.chown(path, SERVICE_UID, SERVICE_UID)
+    print(f"compose setup done in {directory}")
+    return 0

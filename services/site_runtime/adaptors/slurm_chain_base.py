@@ -1,0 +1,113 @@
+"""What every part of the slurm executor shares (seed 000, Recovery).
+
+:class:`ChainBase` holds the executor's collaborators (settings, journal,
+slurmrestd access, member tokens, repository grants, execution authority, clock,
+fault hook), one lock per Attempt, and the views built from the journal: saved
+command results (replayed for the same command id), the native jobs of an
+Attempt, the native facts saved for a stage and its non-terminal observations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from site_runtime.adaptors.slurm_access import SlurmRest
+from site_runtime.adaptors.slurm_edge import (
+    ExecutionAuthority,
+    MemberTokens,
+    RepositoryGrant,
+    RepositoryGrants,
+)
+from site_runtime.adaptors.slurm_job_model import STAGES, NativeJob
+from site_runtime.adaptors.slurm_journal import AttemptRow, SlurmJournal
+from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.application.ports import CommandResult, SiteCommand
+
+
+def now_iso(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def native_facts(job: NativeJob) -> dict[str, Any]:
+    return {
+        "state": job.state,
+        "terminal": job.terminal,
+        "exit_code": job.exit_code,
+        "signal": job.signal,
+        "reason": job.reason,
+        "source": job.source,
+    }
+
+
+class ChainBase:
+    """The slurm executor's collaborators, per-Attempt locks and journal views."""
+
+    def __init__(
+        self,
+        *,
+        settings: SlurmSettings,
+        journal: SlurmJournal,
+        rest: SlurmRest,
+        tokens: MemberTokens,
+        grants: RepositoryGrants,
+        authority: ExecutionAuthority | None = None,
+        clock: Callable[[], float] = time.time,
+        fault: Callable[[str], None] = lambda step: None,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.rest = rest
+        self.tokens = tokens
+        self.grants = grants
+        self.authority = authority
+        self.clock = clock
+        self.fault = fault
+        self._locks: dict[str, asyncio.Lock] = {}
+        # Repository grants live only in memory, for the submission that uses them.
+        self._grant_tokens: dict[tuple[str, str], RepositoryGrant] = {}
+
+    def _lock(self, attempt_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(attempt_id, asyncio.Lock())
+
+    def _attempt(self, attempt_id: str) -> AttemptRow:
+        att = self.journal.attempt(attempt_id)
+        assert att is not None
+        return att
+
+    def _save(self, command: SiteCommand, result: CommandResult) -> CommandResult:
+        self.journal.save_result(
+            command.command_id, command.attempt_id, command.kind, result.to_json()
+        )
+        return result
+
+    def _native_jobs(self, attempt_id: str) -> list[dict[str, Any]]:
+        stages = self.journal.stages(attempt_id)
+        return [{"stage": s, "job_id": stages[s].job_id} for s in STAGES if stages[s].job_id]
+
+    def _native_state(self, attempt_id: str) -> str | None:
+        stages = self.journal.stages(attempt_id)
+        for stage in reversed(STAGES):
+            facts = stages[stage].native
+            if facts:
+                return facts.get("state")
+            if stages[stage].job_id:
+                return "PENDING"
+        return None
+
+    def _observation(
+        self, att: AttemptRow, phase: str, *, native_state: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "phase": phase,
+            "native_state": native_state,
+            "exit_code": None,
+            "signal": None,
+            "failure": None,
+            "output_commit": None,
+            "endpoint": None,
+            "observed_at": now_iso(self.clock()),
+        }

@@ -1,0 +1,74 @@
+"""Single Runs end to end on the dev stack with the local executor: a cancelled
+Run, and a failing action whose failure facts and logs can be read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.conftest import metallo, publish
+
+pytestmark = pytest.mark.e2e
+
+ACTIONS = """version: 1
+actions:
+  nap:
+    type: slurm-job
+    command: [sleep, "600"]
+    resources: {wallTimeSeconds: 900}
+  broken:
+    type: slurm-job
+    command: [python3, broken.py]
+    resources: {wallTimeSeconds: 300}
+"""
+BROKEN = """import sys
+print("computing the answer")
+print("e2e-marker: the data file is missing", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+@pytest.fixture(scope="module")
+def repository(local_stack, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("e2e-repo")
+    (repo / "actions.yaml").write_text(ACTIONS)
+    (repo / "broken.py").write_text(BROKEN)
+    return publish(repo, "e2e")
+
+
+def launch(repository: str, action: str) -> str:
+    done = metallo("action", "run", repository, action, "--output", "json", timeout=120)
+    assert done.code == 0, done.stderr
+    return done.json()["launch"]["run_id"]
+
+
+def test_a_running_run_is_cancelled(repository):
+    run_id = launch(repository, "nap")
+    deadline = time.monotonic() + 240
+    while True:
+        run = metallo("run", "show", run_id, "--output", "json").json()
+        if run["phase"] == "running" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert run["phase"] == "running", run
+    cancelled = metallo("run", "cancel", run_id, "--reason", "e2e", "--wait", "--timeout", "240",
+                        "--output", "json", timeout=300)
+    assert cancelled.code == 0, cancelled.stderr
+    document = cancelled.json()
+    assert document["cancel"]["cancel_recorded"] is True
+    assert document["run"]["outcome"] == "cancelled"
+    waited = metallo("run", "wait", run_id, "--quiet")
+    assert waited.code == 1  # cancelled → exit 1
+
+
+def test_a_failing_action_reports_its_exit_and_logs(repository):
+    run_id = launch(repository, "broken")
+    waited = metallo("run", "wait", run_id, "--timeout", "300", "--output", "json", timeout=360)
+    assert waited.code == 1, waited.stderr
+    run = waited.json()
+    assert run["outcome"] == "failed"
+    assert run["exit"]["exit_code"] == 3 and run["exit"]["failure_stage"] == "compute"
+    logs = metallo("run", "logs", run_id, "--stage", "compute", timeout=120)
+    assert logs.code == 0, logs.stderr
+    assert "e2e-marker: the data file is missing" in logs.stdout
