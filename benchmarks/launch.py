@@ -31,11 +31,10 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import aio_pika
-
 from metallo.cli.settings import Actor
 from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status
@@ -127,7 +126,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float) -> dict:
             await asyncio.gather(*(poll(r) for r in launched if r not in finished))
             await asyncio.sleep(0.2)
         wall = time.perf_counter() - began
-        starts = [r.started_at.ToDatetime(tzinfo=timezone.utc).timestamp() - launched[rid]
+        starts = [r.started_at.ToDatetime(tzinfo=UTC).timestamp() - launched[rid]
                   for rid, r in finished.items() if r.started_at.seconds]
     finally:
         await client.close()

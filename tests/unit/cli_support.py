@@ -14,11 +14,11 @@ import contextlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 import aio_pika
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
-
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected, Topology
 from metallo.messaging.envelope import decode, encode
@@ -70,7 +70,7 @@ class StandIn:
     handlers: dict[str, Handler | None] = field(default_factory=dict)
     received: list[Message] = field(default_factory=list)
 
-    async def __aenter__(self) -> StandIn:
+    async def __aenter__(self) -> Self:
         self._connection = await aio_pika.connect(self.amqp_url)
         channel = await self._connection.channel()
         self._channel = channel

@@ -4,6 +4,7 @@ code (``metallo.cli.exits``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -40,6 +41,14 @@ def main(argv: list[str] | None = None) -> int:
         print_error(CliError(error.format_message(), "see `metallo --help` or `metallo COMMAND "
                              "--help` for the arguments", Exit.USAGE))
         return int(Exit.USAGE)
+    except Exception as error:  # a bug or an unforeseen failure: still say what to do next
+        if os.environ.get("METALLO_DEBUG") == "1":
+            raise
+        print_error(CliError(f"unexpected {type(error).__name__}: {error}",
+                             "run it again with METALLO_DEBUG=1 for the traceback and report it; "
+                             "a command may have been applied (retry with --command-id)",
+                             Exit.UNCERTAIN))
+        return int(Exit.UNCERTAIN)
     return int(result) if isinstance(result, int) else 0
 
 

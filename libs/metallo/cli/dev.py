@@ -28,7 +28,8 @@ def up(executor: Annotated[str, typer.Option(
        output: opt.OutputOpt = Output.table) -> None:
     """Migrate, make certificates and a runtime grant, start the services, the Site edge
     and one Site Runtime under a supervisor (state in var/dev)."""
-    from metallo.devstack.control import StackError, up as stack_up
+    from metallo.devstack.control import StackError
+    from metallo.devstack.control import up as stack_up
 
     try:
         state = stack_up(executor, foreground=foreground, edge_port=edge_port, fresh=fresh,
@@ -82,7 +83,8 @@ def publish(directory: Annotated[str, typer.Argument(help="directory to publish"
     from pathlib import Path
 
     from metallo.devstack.control import status as stack_status
-    from metallo.devstack.gitrepo import PublishError, publish as publish_repository
+    from metallo.devstack.gitrepo import PublishError
+    from metallo.devstack.gitrepo import publish as publish_repository
 
     state = stack_status()
     if state is None:

@@ -14,6 +14,9 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import typer
+from asyncpg import PostgresError
+from site_coordination.domain.errors import Refusal
+from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
@@ -25,9 +28,10 @@ app = typer.Typer(no_args_is_help=True, help="Command grants (psb_) of Site Runt
 @asynccontextmanager
 async def _transactions():
     """A transaction factory over Site Coordination's database (its Settings)."""
-    from metallo.persistence.engine import create_engine, session_factory
     from site_coordination.adaptors.postgres_store import PostgresSiteStore
     from site_coordination.adaptors.settings import Settings
+
+    from metallo.persistence.engine import create_engine, session_factory
 
     engine = create_engine(Settings.from_environment().database_url, pool_size=1)
     sessions = session_factory(engine)
@@ -61,7 +65,7 @@ def _call(fn):
         return asyncio.run(fn())
     except CliError:
         raise
-    except Exception as exc:  # asyncpg, OSError, Refusal: all reported with a next step
+    except (TimeoutError, OSError, SQLAlchemyError, PostgresError, Refusal) as exc:
         raise _database_errors(exc) from None
 
 

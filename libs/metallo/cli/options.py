@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from metallo.cli.render import Output
 
-Member = Annotated[Optional[str], typer.Option(
+Member = Annotated[str | None, typer.Option(
     "--member", envvar="METALLO_MEMBER", help="acting member id (default: config file)")]
-Project = Annotated[Optional[str], typer.Option(
+Project = Annotated[str | None, typer.Option(
     "--project", "-p", envvar="METALLO_PROJECT", help="Project id (default: config file)")]
 OutputOpt = Annotated[Output, typer.Option(
     "--output", "-o", case_sensitive=False, help="table (people) or json (scripts)")]
 Wait = Annotated[bool, typer.Option("--wait", "-w", help="wait for the end, showing progress")]
-WaitTimeout = Annotated[Optional[float], typer.Option(
+WaitTimeout = Annotated[float | None, typer.Option(
     "--timeout", min=1, help="give up waiting after this many seconds (exit 4)")]
-CommandId = Annotated[Optional[str], typer.Option(
+CommandId = Annotated[str | None, typer.Option(
     "--command-id", help="UUID of an earlier attempt whose outcome was uncertain (safe retry)")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no progress lines")]

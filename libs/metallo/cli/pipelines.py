@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import uuid
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.progress import Snapshot, follow, run_line
-from metallo.cli.render import (Output, as_dict, err, key_value_table, out, print_json,
-                                timestamp)
+from metallo.cli.render import Output, as_dict, err, key_value_table, out, print_json, timestamp
 from metallo.cli.repository import repository_url
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
@@ -103,7 +102,7 @@ def print_pipeline(p) -> None:
 def run_pipeline(
     repo: Annotated[str, typer.Argument(help="repository: path, file:// or https:// URL")],
     branch: Annotated[str, typer.Option("--branch", "-b", help="branch whose actions run")] = "main",
-    action: Annotated[Optional[list[str]], typer.Option(
+    action: Annotated[list[str] | None, typer.Option(
         "--action", "-a", help="run only these actions, in this order (repeatable)")] = None,
     member: opt.Member = None, project: opt.Project = None,
     wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -50,16 +50,16 @@ def timestamp(value) -> str:
     """ISO-8601 UTC text of a protobuf Timestamp; '' when unset."""
     if value is None or (value.seconds == 0 and value.nanos == 0):
         return ""
-    return value.ToDatetime(tzinfo=timezone.utc).isoformat(timespec="seconds")
+    return value.ToDatetime(tzinfo=UTC).isoformat(timespec="seconds")
 
 
 def seconds_between(start, end=None) -> float | None:
     """Seconds from Timestamp ``start`` to ``end`` (or now); None when start is unset."""
     if start is None or (start.seconds == 0 and start.nanos == 0):
         return None
-    begin = start.ToDatetime(tzinfo=timezone.utc)
-    finish = (end.ToDatetime(tzinfo=timezone.utc)
-              if end is not None and (end.seconds or end.nanos) else datetime.now(timezone.utc))
+    begin = start.ToDatetime(tzinfo=UTC)
+    finish = (end.ToDatetime(tzinfo=UTC)
+              if end is not None and (end.seconds or end.nanos) else datetime.now(UTC))
     return max(0.0, (finish - begin).total_seconds())
 
 

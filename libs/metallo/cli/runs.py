@@ -4,15 +4,24 @@ CancelRun; docs/runs.md) and the shared Run waiting used by ``action run --wait`
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
 import typer
-from typing import Annotated, Optional
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.progress import Snapshot, follow, run_line
-from metallo.cli.render import (Output, as_dict, err, key_value_table, native_jobs_text, out,
-                                print_json, seconds_between, timestamp)
+from metallo.cli.render import (
+    Output,
+    as_dict,
+    err,
+    key_value_table,
+    native_jobs_text,
+    out,
+    print_json,
+    seconds_between,
+    timestamp,
+)
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
 from metallo.execution_core.v1 import execution_core_pb2 as ec
@@ -115,7 +124,7 @@ def show(run_id: str, member: opt.Member = None, project: opt.Project = None,
 def list_runs(member: opt.Member = None, project: opt.Project = None,
               output: opt.OutputOpt = Output.table,
               active: Annotated[bool, typer.Option("--active", help="only Runs not yet ended")] = False,
-              outcome: Annotated[Optional[str], typer.Option(help="succeeded | failed | cancelled")] = None,
+              outcome: Annotated[str | None, typer.Option(help="succeeded | failed | cancelled")] = None,
               limit: Annotated[int, typer.Option(min=1, max=200, help="at most this many")] = 50,
               page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
     """List the Project's Runs, newest first."""

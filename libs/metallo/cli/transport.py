@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Self, TypeVar
 
+from aiormq.exceptions import AMQPError
 from google.protobuf.message import Message
 
 from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
 from metallo.cli.settings import Actor, Connection, redacted_url
 from metallo.common.v1 import common_pb2
-from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable, Topology
+from metallo.messaging import (
+    OutcomeUncertain,
+    Rejected,
+    RequestClient,
+    ServiceUnavailable,
+    Topology,
+)
 
 T = TypeVar("T")
 
@@ -51,10 +58,10 @@ class Platform:
         self.conn = conn
         self._client = RequestClient(conn.amqp_url, Topology(prefix=conn.topology_prefix))
 
-    async def __aenter__(self) -> Platform:
+    async def __aenter__(self) -> Self:
         try:
             await self._client.start()
-        except Exception as exc:  # aiormq/aio-pika raise several connection error types
+        except (TimeoutError, OSError, AMQPError) as exc:
             raise CliError(
                 f"cannot reach RabbitMQ at {redacted_url(self.conn.amqp_url)}: "
                 f"{type(exc).__name__}",

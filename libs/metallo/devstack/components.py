@@ -147,6 +147,8 @@ def runtime_component(layout: Layout, options: Options) -> Component:
         "RUNTIME_EXECUTOR": options.executor,
         "RUNTIME_STATE_DIRECTORY": str(state),
         "REPOSITORY_CA_FILE": str(layout.certs / "ca.pem"),
+        # The local executor runs 4 Attempts at once by default; a dev machine takes more.
+        "RUNTIME_LOCAL_MAX_ACTIVE": os.environ.get("RUNTIME_LOCAL_MAX_ACTIVE", "8"),
     }
     if options.executor == "slurm":
         env.update({

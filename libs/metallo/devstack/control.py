@@ -12,6 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from asyncpg import PostgresError
+from sqlalchemy.exc import SQLAlchemyError
+
 from metallo.devstack.components import Options, plan, slurm_lab_running
 from metallo.devstack.layout import REPO_ROOT, Layout
 from metallo.devstack.prepare import PrepareError, prepare, revoke_runtime_grant
@@ -167,7 +170,7 @@ def down(say=print) -> bool:
         try:
             if asyncio.run(revoke_runtime_grant(grant_id)):
                 say(f"revoked runtime grant {grant_id}")
-        except Exception as exc:  # database down: the grant expires on its own
+        except (TimeoutError, OSError, SQLAlchemyError, PostgresError) as exc:
             say(f"could not revoke runtime grant {grant_id} ({type(exc).__name__}); it expires "
                 "by itself, or revoke it with `metallo site grant revoke`")
     state.update(status="stopped", pid=None)

@@ -20,16 +20,17 @@ from pathlib import Path
 async def queue_consumed(amqp_url: str, queue: str) -> bool:
     """True when ``queue`` exists with ≥ 1 consumer (passive declare, 5 s timeout)."""
     import aio_pika
+    from aiormq.exceptions import AMQPError
 
     try:
         connection = await aio_pika.connect(amqp_url, timeout=5)
-    except Exception:  # broker unreachable: not healthy
+    except (TimeoutError, OSError, AMQPError):  # broker unreachable: not healthy
         return False
     try:
         channel = await connection.channel()
         declared = await channel.declare_queue(queue, passive=True)
         return (declared.declaration_result.consumer_count or 0) >= 1
-    except Exception:  # queue missing
+    except AMQPError:  # the queue does not exist
         return False
     finally:
         await connection.close()

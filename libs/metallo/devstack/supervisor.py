@@ -18,7 +18,7 @@ import ssl
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from metallo.devstack.components import Component, Options
@@ -32,7 +32,7 @@ WIDTH = 22
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -59,7 +59,8 @@ class Supervisor:
         self.echo = echo
         self.stopping = asyncio.Event()
         self.status = "starting"
-        self._log = open(layout.stack_log, "a", encoding="utf-8", buffering=1)
+        # Open for the supervisor's whole life (closed at the end of run()).
+        self._log = open(layout.stack_log, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
     # ------------------------------------------------------------------ logging
     def line(self, name: str, text: str) -> None:
@@ -100,7 +101,7 @@ class Supervisor:
 
     async def _pump(self, child: Child, process: asyncio.subprocess.Process) -> None:
         path = self.layout.logs / f"{child.component.name}.log"
-        with open(path, "a", encoding="utf-8", buffering=1) as own:
+        with open(path, "a", encoding="utf-8", buffering=1) as own:  # noqa: ASYNC230 (local file)
             assert process.stdout is not None
             async for raw in process.stdout:
                 text = raw.decode("utf-8", "replace").rstrip("\n")
@@ -134,7 +135,7 @@ class Supervisor:
             try:
                 await asyncio.wait_for(self.stopping.wait(), pause)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             await self._spawn(child)
             child.state = "starting"
@@ -215,7 +216,7 @@ class Supervisor:
             proc.terminate()
             try:
                 await asyncio.wait_for(proc.wait(), STOP_GRACE_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.line("supervisor", f"{child.component.name} ignored SIGTERM; killing it")
                 proc.kill()
                 await proc.wait()
@@ -228,16 +229,17 @@ class Supervisor:
 async def queue_exists(amqp_url: str, queue: str) -> bool:
     """True when RabbitMQ has ``queue`` (a passive declare on a throw-away channel)."""
     import aio_pika
+    from aiormq.exceptions import AMQPError
 
     try:
         connection = await aio_pika.connect(amqp_url, timeout=5)
-    except Exception:  # broker down or refusing: simply not ready yet
+    except (TimeoutError, OSError, AMQPError):  # broker down: not ready yet
         return False
     try:
         channel = await connection.channel()
         await channel.declare_queue(queue, passive=True)
         return True
-    except Exception:  # aiormq ChannelNotFoundEntity: not declared yet
+    except AMQPError:  # ChannelNotFoundEntity: not declared yet
         return False
     finally:
         await connection.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -34,51 +33,30 @@ from site_coordination.domain.streams import (
 
 NOTIFY_CHANNEL = "metallo_site_commands"
 
-# The edge's hot statements are plain SQL run on the transaction's own asyncpg
-# connection: a pull or a result then costs a few round trips and little Python
-# (SQLAlchemy still owns the connection, the transaction and the outbox writes).
-_GRANT_AND_NOW = """
+# The edge's hot statements are plain SQL built once: a pull and a result each
+# cost a few round trips and little statement building.
+_GRANT_AND_NOW = text("""
     SELECT now() AS now, g.grant_id, g.site_id, g.environment, g.label, g.created_at,
            g.expires_at, g.revoked_at
-    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = $1
-"""
-_DELIVER_NEXT = """
+    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = :hash
+""")
+_DELIVER_NEXT = text("""
     UPDATE site_commands c
     SET first_delivered_at = coalesce(c.first_delivered_at, now()),
         delivery_count = c.delivery_count + 1
     FROM site_streams s
-    WHERE s.site_id = $1 AND s.environment = $2
+    WHERE s.site_id = :site_id AND s.environment = :environment
       AND c.site_id = s.site_id AND c.environment = s.environment
       AND c.sequence = s.acknowledged_sequence + 1
     RETURNING c.*
-"""
-_COMMAND_FOR_RESULT = """
+""")
+_COMMAND_FOR_RESULT = text("""
     SELECT c.*, s.acknowledged_sequence
     FROM site_commands c
     JOIN site_streams s ON s.site_id = c.site_id AND s.environment = c.environment
-    WHERE c.command_id = $1
+    WHERE c.command_id = :command_id
     FOR UPDATE OF s
-"""
-# One statement: the result, the acknowledgement advancing with it (seed 004 §4A:
-# in the same transaction) and the wake-up of long-polls at commit.
-_SAVE_RESULT = """
-    WITH saved AS (
-        UPDATE site_commands SET result_json = $1, result_recorded_at = now()
-        WHERE command_id = $2 AND result_json IS NULL
-        RETURNING site_id, environment, sequence
-    ), acked AS (
-        UPDATE site_streams s SET acknowledged_sequence = saved.sequence
-        FROM saved
-        WHERE s.site_id = saved.site_id AND s.environment = saved.environment
-          AND s.acknowledged_sequence = saved.sequence - 1
-        RETURNING s.site_id
-    )
-    SELECT count(*) AS n, pg_notify($3, $4) FROM acked
-"""
-
-
-def _record(record: Any) -> SimpleNamespace | None:
-    return SimpleNamespace(**dict(record.items())) if record is not None else None
+""")
 
 
 def _command(row: Any) -> StoredCommand:
@@ -109,15 +87,15 @@ class PostgresSiteStore:
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self._driver_connection: Any = None
+        self._connection: Any = None
 
-    async def _driver(self) -> Any:
-        """The asyncpg connection under this session's transaction."""
-        if self._driver_connection is None:
-            connection = await self.session.connection()
-            raw = await connection.get_raw_connection()
-            self._driver_connection = raw.driver_connection
-        return self._driver_connection
+    async def _core(self) -> Any:
+        """The session's connection, in its transaction: the hot statements run on it
+        directly, skipping the ORM layer of ``Session.execute`` (same transaction,
+        same error handling and pool invalidation)."""
+        if self._connection is None:
+            self._connection = await self.session.connection()
+        return self._connection
 
     async def now(self) -> datetime:
         return (await self.session.execute(select(func.now()))).scalar_one()
@@ -158,21 +136,40 @@ class PostgresSiteStore:
     async def command_for_result(self, command_id: str) -> tuple[StoredCommand, int] | None:
         # Lock the stream row (not the command) so every result of the stream is
         # decided after the previous one committed; one round trip.
-        row = _record(await (await self._driver()).fetchrow(_COMMAND_FOR_RESULT, command_id))
+        row = (await (await self._core()).execute(
+            _COMMAND_FOR_RESULT, {"command_id": command_id})).first()
         if row is None:
             return None
         return _command(row), int(row.acknowledged_sequence)
 
     async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
-        row = _record(await (await self._driver()).fetchrow(
-            _DELIVER_NEXT, stream.site_id, stream.environment))
+        row = (await (await self._core()).execute(
+            _DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
+        )).first()
         return _command(row) if row else None
 
     async def save_result(self, command: StoredCommand, result_json: str) -> None:
-        advanced = await (await self._driver()).fetchrow(
-            _SAVE_RESULT, result_json, command.command_id, NOTIFY_CHANNEL,
-            f"{command.stream.site_id}\x1f{command.stream.environment}")
-        if advanced is None or advanced["n"] != 1:
+        # One statement: the result, the acknowledgement advancing with it (seed 004
+        # §4A: in the same transaction) and the wake-up of long-polls at commit.
+        advanced = (await (await self._core()).execute(text(
+            """
+            WITH saved AS (
+                UPDATE site_commands SET result_json = :result, result_recorded_at = now()
+                WHERE command_id = :command_id AND result_json IS NULL
+                RETURNING site_id, environment, sequence
+            ), acked AS (
+                UPDATE site_streams s SET acknowledged_sequence = saved.sequence
+                FROM saved
+                WHERE s.site_id = saved.site_id AND s.environment = saved.environment
+                  AND s.acknowledged_sequence = saved.sequence - 1
+                RETURNING s.site_id
+            )
+            SELECT count(*) AS n, pg_notify(:channel, :payload) FROM acked
+            """),
+            {"result": result_json, "command_id": command.command_id, "channel": NOTIFY_CHANNEL,
+             "payload": f"{command.stream.site_id}\x1f{command.stream.environment}"},
+        )).first()
+        if advanced is None or advanced.n != 1:
             raise RuntimeError("stream acknowledgement moved under a held lock")
 
     async def add_progress(self, command_id: str, code: str) -> bool:
@@ -223,7 +220,7 @@ class PostgresSiteStore:
         ))
 
     async def grant_by_hash(self, secret_sha256: str) -> tuple[CommandGrant | None, datetime]:
-        row = _record(await (await self._driver()).fetchrow(_GRANT_AND_NOW, secret_sha256))
+        row = (await (await self._core()).execute(_GRANT_AND_NOW, {"hash": secret_sha256})).first()
         return (_grant(row) if row.grant_id is not None else None), row.now
 
     async def revoke_grant(self, grant_id: str) -> bool:

@@ -1,0 +1,94 @@
+"""The dev stack's supervisor (``metallo dev up``): prefixed logs, state file,
+restart of a child that dies, bounded restarts, clean stop — with real child
+processes (tests/unit/cli_sleeper.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+
+import pytest
+from metallo.devstack import supervisor as sup
+from metallo.devstack.components import Component, Options, plan
+from metallo.devstack.layout import Layout
+
+
+def state(layout: Layout) -> dict:
+    return json.loads(layout.state_file.read_text())
+
+
+async def until(predicate, seconds: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def layout(tmp_path, monkeypatch):
+    monkeypatch.setattr(sup, "STOP_GRACE_SECONDS", 5.0)
+    lay = Layout(tmp_path / "dev")
+    lay.make()
+    return lay
+
+
+def sleeper(name: str, *args: str) -> Component:
+    return Component(name, "tests.unit.cli_sleeper", list(args))
+
+
+async def test_runs_restarts_and_stops_children(layout):
+    supervisor = sup.Supervisor(layout, Options(executor="local"),
+                                [sleeper("first"), sleeper("second")], ["missing_one"],
+                                {"grant_id": "cg-test"}, echo=False)
+    task = asyncio.create_task(supervisor.run())
+    await until(lambda: layout.state_file.exists() and state(layout)["status"] == "ready")
+    s = state(layout)
+    assert s["pid"] == os.getpid() and s["missing"] == ["missing_one"] and s["grant_id"] == "cg-test"
+    first_pid = s["components"]["first"]["pid"]
+    assert all(c["state"] == "ready" for c in s["components"].values())
+
+    os.kill(first_pid, signal.SIGKILL)  # a crash: restarted after a pause
+    await until(lambda: state(layout)["components"]["first"]["restarts"] == 1
+                and state(layout)["components"]["first"]["state"] == "ready"
+                and state(layout)["components"]["first"]["pid"] not in (None, first_pid))
+    second_pid = state(layout)["components"]["second"]["pid"]
+
+    supervisor.stopping.set()
+    assert await asyncio.wait_for(task, 30) == 0
+    final = state(layout)
+    assert final["status"] == "stopped"
+    assert all(c["state"] == "stopped" and c["pid"] is None for c in final["components"].values())
+    assert not os.path.exists(f"/proc/{second_pid}")  # stopped and reaped
+    log = layout.stack_log.read_text().splitlines()
+    assert any(line.startswith("first ") and line.endswith("| sleeper up") for line in log)
+    assert any("first exited with -9; restarting" in line for line in log)
+    assert (layout.logs / "second.log").read_text().startswith("sleeper up")
+
+
+async def test_a_child_that_dies_at_start_fails_the_stack(layout):
+    supervisor = sup.Supervisor(layout, Options(executor="local"), [sleeper("flaky", "3")], [],
+                                {}, echo=False)
+    result = await asyncio.wait_for(supervisor.run(), 60)
+    assert result == 1  # never became ready
+    assert state(layout)["status"] == "stopped"
+    assert "exiting with 3" in (layout.logs / "flaky.log").read_text()
+
+
+def test_plan_orders_components_and_configures_the_runtime(tmp_path):
+    layout = Layout(tmp_path)
+    components, missing = plan(layout, Options(executor="slurm", edge_port=9443))
+    names = [c.name for c in components] + missing
+    assert names[0] == "site_coordination" and "site_runtime" in names
+    runtime = next((c for c in components if c.name == "site_runtime"), None)
+    if runtime is not None:
+        assert runtime.env["SITE_API_URL"] == "https://127.0.0.1:9443"
+        assert runtime.env["RUNTIME_EXECUTOR"] == "slurm"
+        assert runtime.env["SITE_API_CREDENTIAL_FILE"].endswith("secrets/runtime-grant")
+        assert runtime.env["SLURM_JWKS_URL"].startswith("file:")
+        assert not any("psb_" in v for v in runtime.env.values())  # never the secret itself
+    edge = components[0]
+    assert edge.env["METALLO_SITE_EDGE_PORT"] == "9443"
+    assert edge.ready == "https:https://127.0.0.1:9443/healthz"
