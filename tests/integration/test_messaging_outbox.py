@@ -216,3 +216,23 @@ async def test_same_message_id_with_other_bytes_is_dead_lettered(ledger_engine, 
         assert await count_effects(ledger_engine) == 1
     finally:
         await consumer.stop()
+
+
+async def test_notifications_queue_makes_unconsumed_events_routable(ledger_engine, amqp_url, topology):
+    from metallo.messaging.notifications import declare_notifications_queue
+
+    name = await declare_notifications_queue(amqp_url, topology, max_length=10)
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
+    await write_events(ledger_engine, topology, "no-consumer", range(1, 13))
+    published = 0
+    for _ in range(20):
+        published += await relay.run_once()
+        if published == 12:
+            break
+    await relay.stop()
+    assert published == 12
+    conn = await aio_pika.connect(amqp_url)
+    async with conn:
+        ch = await conn.channel()
+        q = await ch.declare_queue(name, durable=True, passive=True)
+        assert q.declaration_result.message_count == 10  # bounded: the oldest two were dropped
