@@ -1,16 +1,16 @@
 """Benchmark: outbox → relay → broker → inbox consumer vs raw aio-pika (issue 2, item 8).
 
 Both paths move the same number of persistent messages through the same local
-RabbitMQ in the same run, each with its consumer in a child process (as in
-production, where the publishing service and the consuming one are different
-processes):
+RabbitMQ in the same run, with the consumer in another process (as in
+production, where the publishing service and the consuming one differ):
 
-- outbox: events written in transactions (``--per-tx`` per transaction) to a
-  fresh PostgreSQL database, published by :class:`OutboxRelay` (mandatory,
-  confirms), consumed by an :class:`EventConsumer` that records an inbox receipt
-  and one effect row per message in its own transaction;
+- outbox: an application process writes events in transactions (``--per-tx``
+  per transaction) to a fresh PostgreSQL database; :class:`OutboxRelay` in this
+  process publishes them (mandatory, confirms); an :class:`EventConsumer` in a
+  third process records an inbox receipt and one effect row per message, in
+  batched transactions;
 - raw: aio-pika publish with publisher confirms (``--window`` in flight) to a
-  durable queue, consumed and acked.
+  durable queue, consumed and acked in another process.
 
 Prints one JSON line: {"outbox_msgs_per_s", "raw_msgs_per_s", "ratio", ...}.
 Usage: .venv/bin/python -m benchmarks.outbox [--messages 5000]
@@ -109,25 +109,17 @@ def _outbox_consumer(url: str, prefix: str, n: int, ready, finished) -> None:
     asyncio.run(consume())
 
 
-async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
-    """Messages/s from the first outbox write until the consumer (child) applied all ``n``."""
-    url = database_url("ledger", f"bench_ledger_{uuid.uuid4().hex[:8]}")
-    await migrate(url, MIGRATIONS)
-    engine = create_engine(url, pool_size=20)
-    topology = Topology(prefix=f"bench{uuid.uuid4().hex[:6]}.")
-    ctx = multiprocessing.get_context("spawn")
-    ready, finished = ctx.Event(), ctx.Value("d", 0.0)
-    child = ctx.Process(target=_outbox_consumer, args=(url, topology.prefix, n, ready, finished))
-    child.start()
-    relay = OutboxRelay(engine, AMQP_URL, topology, owner="bench", batch=500, poll_seconds=0.05)
-    outbox = Outbox(topology)
-    sessions = session_factory(engine)
-    try:
-        await asyncio.to_thread(ready.wait, 60)
-        await relay.start()
+def _outbox_writer(url: str, prefix: str, n: int, per_tx: int, aggregates: int, go, started) -> None:
+    """Child process: the application writing ``n`` events in transactions of ``per_tx``."""
+
+    async def write_all() -> None:
+        engine = create_engine(url, pool_size=10)
+        outbox = Outbox(Topology(prefix=prefix))
+        sessions = session_factory(engine)
+        sem = asyncio.Semaphore(8)
 
         async def write(batch_no: int) -> None:
-            async with sessions() as session, session.begin():
+            async with sem, sessions() as session, session.begin():
                 for j in range(per_tx):
                     seq = batch_no * per_tx + j
                     account = f"acc{seq % aggregates}"
@@ -135,16 +127,35 @@ async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
                         session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
                     )
 
-        sem = asyncio.Semaphore(8)
+        await asyncio.to_thread(go.wait, 60)
+        started.value = time.perf_counter()
+        await asyncio.gather(*(write(i) for i in range(n // per_tx)))
+        await engine.dispose()
 
-        async def bounded(i: int) -> None:
-            async with sem:
-                await write(i)
+    asyncio.run(write_all())
 
-        start = time.perf_counter()
-        await asyncio.gather(*(bounded(i) for i in range(n // per_tx)))
-        await asyncio.to_thread(child.join, 600)
-        elapsed = finished.value - start
+
+async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
+    """Messages/s from the first outbox write (writer process) until the consumer
+    (another process) applied all ``n``; the relay runs in this process."""
+    url = database_url("ledger", f"bench_ledger_{uuid.uuid4().hex[:8]}")
+    await migrate(url, MIGRATIONS)
+    engine = create_engine(url, pool_size=20)
+    topology = Topology(prefix=f"bench{uuid.uuid4().hex[:6]}.")
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, finished, started = ctx.Event(), ctx.Event(), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
+    consumer = ctx.Process(target=_outbox_consumer, args=(url, topology.prefix, n, ready, finished))
+    writer = ctx.Process(target=_outbox_writer, args=(url, topology.prefix, n, per_tx, aggregates, go, started))
+    consumer.start()
+    writer.start()
+    relay = OutboxRelay(engine, AMQP_URL, topology, owner="bench", batch=500, poll_seconds=0.05)
+    try:
+        await asyncio.to_thread(ready.wait, 60)
+        await relay.start()
+        go.set()
+        await asyncio.to_thread(writer.join, 600)
+        await asyncio.to_thread(consumer.join, 600)
+        elapsed = finished.value - started.value
     finally:
         await relay.stop()
         await engine.dispose()
