@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+
 from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm_chain import SlurmExecutor

@@ -22,14 +22,13 @@ import os
 import signal
 from pathlib import Path
 
+from execution_core.adaptors.governance_authority import GovernanceAuthority
+from execution_core.adaptors.service import ExecutionCore
+from execution_core.application.settings import Settings
 from metallo.governance import GovernanceFile
 from metallo.messaging import Topology
 from metallo.persistence.engine import create_engine, database_url
 from metallo.persistence.migrations import migrate
-
-from execution_core.adaptors.governance_authority import GovernanceAuthority
-from execution_core.adaptors.service import ExecutionCore
-from execution_core.application.settings import Settings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

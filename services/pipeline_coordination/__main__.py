@@ -36,7 +36,6 @@ async def serve() -> None:
     from metallo.messaging import Topology
     from metallo.persistence.engine import create_engine, database_url
     from metallo.persistence.migrations import migrate
-
     from pipeline_coordination.adaptors.governance_authority import GovernanceAuthority
     from pipeline_coordination.adaptors.service import PipelineCoordination
     from pipeline_coordination.application.settings import Settings

@@ -26,7 +26,6 @@ async def serve() -> None:
     from metallo.messaging import OutboxRelay, Topology
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
-
     from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
     from workload_portfolio.adaptors.git_source import GitSourceControl
     from workload_portfolio.adaptors.governance_authority import GovernanceProjectAuthority
@@ -67,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if command == "migrate":
         from metallo.persistence.migrations import migrate
-
         from workload_portfolio.adaptors.settings import Settings
 
         asyncio.run(migrate(Settings.from_environment().database_url, MIGRATIONS))

@@ -23,6 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ruamel.yaml import YAML
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.governance import GovernanceFile
@@ -37,9 +41,6 @@ from pipeline_coordination.adaptors.store import SqlPipelineStore
 from pipeline_coordination.application.faults import FaultHook, no_fault
 from pipeline_coordination.application.settings import Settings
 from pipeline_coordination.domain.pipeline import Pipeline
-from ruamel.yaml import YAML
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "pipeline_coordination" / "migrations"

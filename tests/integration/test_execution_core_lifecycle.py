@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from metallo.execution_core.v1 import execution_core_pb2 as pb
 
+from metallo.execution_core.v1 import execution_core_pb2 as pb
 from tests.integration.execution_core_support import (
     COMMIT,
     happy_batch,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
-
 from tests.integration.execution_core_support import (
     cmd_meta,
     happy_batch,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+
 from execution_core.adaptors.tables import metadata
 from metallo.persistence.engine import create_engine
-
 from tests.integration.execution_core_support import MIGRATIONS
 
 pytestmark = pytest.mark.integration

@@ -8,6 +8,8 @@ import contextlib
 from dataclasses import replace
 
 import pytest
+from sqlalchemy import func, select, update
+
 from execution_core.adaptors.tables import runs, site_commands
 from execution_core.application.faults import WorkerCrash
 from execution_core.application.launch_worker import LaunchWorker
@@ -15,8 +17,6 @@ from execution_core.application.supervisor import RunSupervisor
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.persistence.leases import LeaseLost
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
-from sqlalchemy import func, select, update
-
 from tests.integration.execution_core_support import FAST, happy_batch, result, stack_factory
 
 pytestmark = pytest.mark.integration

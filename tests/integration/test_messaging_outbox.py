@@ -20,14 +20,13 @@ pytestmark = pytest.mark.integration
 
 async def write_events(engine, topology, account: str, sequences, *, rollback: bool = False) -> None:
     outbox = Outbox(topology)
-    async with session_factory(engine)() as session:
-        async with session.begin():
-            for seq in sequences:
-                await outbox.publish_event(
-                    session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
-                )
-            if rollback:
-                await session.rollback()
+    async with session_factory(engine)() as session, session.begin():
+        for seq in sequences:
+            await outbox.publish_event(
+                session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
+            )
+        if rollback:
+            await session.rollback()
 
 
 async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):

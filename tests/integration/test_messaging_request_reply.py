@@ -10,7 +10,13 @@ import pytest
 from sqlalchemy import text
 
 from metallo.common.v1 import common_pb2
-from metallo.messaging import OutboxRelay, OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
+from metallo.messaging import (
+    OutboxRelay,
+    OutcomeUncertain,
+    Rejected,
+    RequestClient,
+    ServiceUnavailable,
+)
 from metallo.testkit.v1 import testkit_pb2 as tk
 from tests.integration.ledger.service import ledger_server
 

@@ -7,7 +7,14 @@ import asyncio
 import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, Text, select, text
 
-from metallo.persistence import LeaseLost, claim_rows, create_engine, ensure_database, fenced_update, release
+from metallo.persistence import (
+    LeaseLost,
+    claim_rows,
+    create_engine,
+    ensure_database,
+    fenced_update,
+    release,
+)
 from metallo.persistence.engine import session_factory
 from metallo.persistence.leases import lease_columns
 

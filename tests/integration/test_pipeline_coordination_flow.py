@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
-
 from tests.integration.pipeline_coordination_support import ACTIONS, FAST, build, teardown
 
 SERVICE_THEN_BATCH = """\

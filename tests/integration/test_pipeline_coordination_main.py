@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected, RequestClient, ServiceUnavailable
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb

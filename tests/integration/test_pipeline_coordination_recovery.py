@@ -9,9 +9,9 @@ step is launched once, under its one stable identity, and the hand-off holds.
 from __future__ import annotations
 
 import pytest
+
 from pipeline_coordination.application.faults import CoordinatorCrash
 from pipeline_coordination.domain import identities
-
 from tests.integration.pipeline_coordination_support import Harness, build, teardown
 
 

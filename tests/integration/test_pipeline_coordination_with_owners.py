@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from execution_core.__main__ import MIGRATIONS as EC_MIGRATIONS
 from execution_core.adaptors.governance_authority import GovernanceAuthority as EcAuthority
 from execution_core.adaptors.service import ExecutionCore
@@ -22,13 +23,12 @@ from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay
 from metallo.persistence.engine import create_engine
 from pipeline_coordination.domain import identities
+from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
 from workload_portfolio.__main__ import MIGRATIONS as WP_MIGRATIONS
 from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
 from workload_portfolio.adaptors.git_source import GitSourceControl
 from workload_portfolio.adaptors.governance_authority import GovernanceProjectAuthority
 from workload_portfolio.application.preparation import Preparation
-
-from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
 
 pytestmark = pytest.mark.integration
 

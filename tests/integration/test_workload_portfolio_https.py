@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import trustme
-from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
-from workload_portfolio.domain.errors import SourceError
 
 from tests.unit.workload_portfolio_repos import ACTIONS, git, make_repo
+from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
+from workload_portfolio.domain.errors import SourceError
 
 pytestmark = pytest.mark.integration
 

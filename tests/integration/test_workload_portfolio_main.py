@@ -10,12 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from metallo.common.v1 import common_pb2
 from metallo.messaging import RequestClient, ServiceUnavailable
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from workload_portfolio.__main__ import main
-
 from tests.unit.workload_portfolio_repos import ACTIONS, make_repo
+from workload_portfolio.__main__ import main
 
 pytestmark = pytest.mark.integration
 

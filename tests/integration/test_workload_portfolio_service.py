@@ -9,19 +9,19 @@ from pathlib import Path
 
 import aio_pika
 import pytest
+from sqlalchemy import text
+
 from metallo.common.v1 import common_pb2
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay, Rejected, RequestClient
 from metallo.persistence.engine import create_engine
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from sqlalchemy import text
+from tests.unit.workload_portfolio_repos import ACTIONS, commit, make_repo
 from workload_portfolio.__main__ import MIGRATIONS
 from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
 from workload_portfolio.adaptors.git_source import GitSourceControl
 from workload_portfolio.adaptors.governance_authority import GovernanceProjectAuthority
 from workload_portfolio.application.preparation import Preparation
-
-from tests.unit.workload_portfolio_repos import ACTIONS, commit, make_repo
 
 pytestmark = pytest.mark.integration
 

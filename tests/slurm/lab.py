@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import jwt
+
 from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
 from metallo.identity.verify import FileJwksSource, JwksCache, MemberCredential, MemberTokenVerifier
 from site_runtime.adaptors.slurm_access import SlurmRest

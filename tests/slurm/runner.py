@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from site_runtime.application.ports import Deferred, SiteCommand
-
 from tests.slurm.lab import LabTokens, RecordingGrants, make_executor
 
 

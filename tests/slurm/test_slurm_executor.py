@@ -18,8 +18,8 @@ import time
 import uuid
 
 import pytest
-from site_runtime.application.ports import Deferred
 
+from site_runtime.application.ports import Deferred
 from tests.slurm.lab import (
     WORKSPACES,
     Driver,

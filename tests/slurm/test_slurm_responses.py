@@ -16,6 +16,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
 from metallo.identity.verify import (
     JwksCache,
     MemberCredential,

@@ -27,7 +27,7 @@ def _is_command(cls) -> bool:
 
 def _events_in_catalogue() -> set[str]:
     section = CATALOGUE.split("## Events", 1)[1].split("\n## ", 1)[0]
-    return {f"metallo.{ctx}.v1.{name}" for ctx, name in re.findall(r"^\| (\w+) \| `(\w+)`", section, re.M)}
+    return {f"metallo.{ctx}.v1.{name}" for ctx, name in re.findall(r"^\| (\w+) \| `(\w+)`", section, re.MULTILINE)}
 
 
 def test_every_command_and_query_is_catalogued():

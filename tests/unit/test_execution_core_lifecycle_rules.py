@@ -53,7 +53,7 @@ class Sim:
         elif d.attempt is not None and self.attempt is not None:
             self.attempt = replace(self.attempt, state=d.attempt.state)
         cmds = list(self.attempt.commands) if self.attempt else []
-        for kind, payload in d.commands:
+        for kind, _payload in d.commands:
             self.seq += 1
             ordinal = 1 + sum(1 for c in cmds if c.kind == kind)
             cmds.append(lc.CommandFact(f"c{self.seq}", kind, ordinal, self.seq, self.now))

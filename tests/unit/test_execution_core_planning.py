@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+
 from execution_core.application.settings import Settings
 from execution_core.domain import reasons
 from execution_core.domain.canonical import canonical_json, material_digest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from execution_core.application.projection import exit_facts, run_completed
 from execution_core.application.results import MAX_RESULT_BYTES, parse_result
 from execution_core.application.supervisor import site_command_id

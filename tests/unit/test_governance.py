@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from metallo.governance import GovernanceError, GovernanceFile, parse_governance
 
 ROOT = Path(__file__).resolve().parents[2]

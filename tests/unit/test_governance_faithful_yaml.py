@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from metallo.governance.faithful_yaml import DocumentError, Limits, load
 
 SCHEMA = {

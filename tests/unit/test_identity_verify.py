@@ -11,6 +11,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
 from metallo.identity.verify import (
     HttpJwksSource,
     JwksCache,
@@ -158,7 +159,9 @@ async def test_hs256_signed_with_the_public_key_is_refused():
     import hashlib
     import hmac
 
-    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=")
+    def b64(b: bytes) -> bytes:
+        return base64.urlsafe_b64encode(b).rstrip(b"=")
+
     signing_input = b64(b'{"alg":"HS256","kid":"a"}') + b"." + b64(json.dumps(claims()).encode())
     mac = hmac.new(json.dumps(JWK_A).encode(), signing_input, hashlib.sha256).digest()
     token = (signing_input + b"." + b64(mac)).decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from workload_portfolio.application.actions_file import ActionsFileError, parse_actions_file
 from workload_portfolio.domain.specification import canonical_json, normalise, spec_digest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from workload_portfolio.domain.action_types import ACTION_TYPES, action_type
 from workload_portfolio.domain.refs import branch_problem, relative_path_problem
 from workload_portfolio.domain.workload import decide

@@ -7,10 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
-from workload_portfolio.domain.errors import InvalidArgument, SourceError
 
 from tests.unit.workload_portfolio_repos import ACTIONS, commit, git, make_repo
+from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
+from workload_portfolio.domain.errors import InvalidArgument, SourceError
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ GetPipeline, StopPipeline, ListPipelines; seed 004 §8A–8E, "Run all in order"
 from __future__ import annotations
 
 import asyncio
-import importlib
 import uuid
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from metallo.cli.repository import repository_url
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
 from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc_pb2
 
 app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions in order.")
 
@@ -26,13 +26,8 @@ STEP_ENDED = {"succeeded", "failed", "cancelled", "skipped"}
 
 
 def contract():
-    """The generated ``pipeline_coordination_pb2`` module; CliError when not generated."""
-    try:
-        return importlib.import_module("metallo.pipeline_coordination.v1.pipeline_coordination_pb2")
-    except ImportError:
-        raise CliError("the Pipeline Coordination contract is not generated in this checkout",
-                       "run scripts/gen-proto (or pip install -e . again) and retry",
-                       Exit.USAGE, code="contract-missing") from None
+    """The generated ``metallo.pipeline_coordination.v1`` module."""
+    return pc_pb2
 
 
 def pipeline_exit(state: str) -> Exit:

@@ -123,6 +123,12 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_EXECUTION_CORE_OBSERVE_INTERVAL_SECONDS", "2"),
         "METALLO_EXECUTION_CORE_RESULT_RECHECK_SECONDS": os.environ.get(
             "METALLO_EXECUTION_CORE_RESULT_RECHECK_SECONDS", "5"),
+        # Idle waits of the launch worker and the supervisor (production default 1 s):
+        # 0.2 s takes launch → native start from about 3.4 s to about 1.4 s here.
+        "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS": os.environ.get(
+            "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS", "0.2"),
+        "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS": os.environ.get(
+            "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS", "0.2"),
     }, ready="queue:execution_core.commands")
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
                                       dict(env), ready="queue:pipeline_coordination.commands")

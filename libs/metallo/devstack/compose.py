@@ -2,7 +2,7 @@
 service of ``docker-compose.yml``. In the shared volume it makes what ``dev up``
 makes under ``var/dev`` — the edge certificate (for the edge's service name),
 the lab Git operator token and Git credentials, a ``psb_`` runtime grant — after
-migrating Site Coordination's database, and declares the event tap queue.
+migrating Site Coordination's database, and declares the notifications queue.
 Idempotent: existing files are kept, so a restart keeps the same grant.
 """
 
@@ -14,7 +14,11 @@ from pathlib import Path
 
 from metallo.devstack.components import Options
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
-from metallo.devstack.prepare import create_runtime_grant, ensure_event_tap, ensure_git_credentials
+from metallo.devstack.prepare import (
+    create_runtime_grant,
+    ensure_git_credentials,
+    ensure_notifications_queue,
+)
 
 SERVICE_UID = 10001  # the unprivileged user of the image (docker-compose.yml)
 
@@ -43,7 +47,7 @@ async def setup(directory: str, edge_host: str, site: str) -> int:
     if not (layout.secrets / "runtime-grant").exists():
         grant_id = await create_runtime_grant(layout, options)
         print(f"runtime grant {grant_id} for {site}/slurm")
-    await ensure_event_tap(options)
+    await ensure_notifications_queue(options)
     if os.geteuid() == 0:
         # setup runs as root; the services run as SERVICE_UID and must own the volume.
         for path in [layout.root, *layout.root.rglob("*")]:

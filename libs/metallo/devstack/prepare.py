@@ -135,34 +135,17 @@ async def revoke_runtime_grant(grant_id: str) -> bool:
         return await revoke_command_grant(transaction, grant_id)
 
 
-EVENT_TAP_MAX_MESSAGES = 10000
-
-
-async def ensure_event_tap(options: Options) -> str:
-    """Declare the durable ``metallo.events.tap`` queue bound to every event (``#``),
-    keeping the newest EVENT_TAP_MAX_MESSAGES (older ones are dropped).
-
-    Why: the outbox relay publishes events ``mandatory`` and treats an event no queue
-    is bound for as unroutable, retrying it and holding back later messages of the
-    same aggregate (e.g. ``RunAccepted``, which no service consumes, blocks the Run's
-    ``AppendSiteCommand``). The tap makes every event routable and gives operators a
-    window on recent events (``rabbitmqadmin get queue=metallo.events.tap``).
-    """
-    import aio_pika
-
+async def ensure_notifications_queue(options: Options) -> str:
+    """Declare the bounded queue bound to every event (``api_notifications.events``,
+    :mod:`metallo.messaging.notifications`), standing in for the Go API's bridge so
+    that events no platform service consumes (e.g. ``RunAccepted``) stay routable:
+    the outbox relay would otherwise retry them and hold back the Run's later
+    messages."""
     from metallo.messaging import Topology
+    from metallo.messaging.notifications import declare_notifications_queue
 
-    topology = Topology(prefix=options.topology_prefix)
-    name = f"{options.topology_prefix}metallo.events.tap"
-    connection = await aio_pika.connect(options.amqp_url, timeout=10)
-    async with connection:
-        channel = await connection.channel()
-        exchange = await channel.declare_exchange(topology.events_exchange,
-                                                  aio_pika.ExchangeType.TOPIC, durable=True)
-        queue = await channel.declare_queue(name, durable=True, arguments={
-            "x-max-length": EVENT_TAP_MAX_MESSAGES, "x-overflow": "drop-head"})
-        await queue.bind(exchange, routing_key="#")
-    return name
+    return await declare_notifications_queue(options.amqp_url,
+                                             Topology(prefix=options.topology_prefix))
 
 
 @dataclass(frozen=True)
@@ -184,8 +167,8 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     say("migrating the service databases")
     migrated = await migrate_all()
     say(f"migrated: {', '.join(migrated) or 'none'}")
-    tap = await ensure_event_tap(options)
-    say(f"event tap queue: {tap}")
+    notifications = await ensure_notifications_queue(options)
+    say(f"notifications queue: {notifications}")
     ca = await asyncio.to_thread(ensure_certificates, layout)
     say(f"development CA: {ca}")
     ensure_git_credentials(layout, options)

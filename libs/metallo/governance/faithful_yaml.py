@@ -403,16 +403,16 @@ def load_document(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DocumentError([Problem(source, 0, 0, "", f"file is not UTF-8 text ({e.reason} at byte {e.start})")])
+        raise DocumentError([Problem(source, 0, 0, "", f"file is not UTF-8 text ({e.reason} at byte {e.start})")]) from None
     loader = _Loader(source, schema, limits)
     if not loader.scan(text):
         raise DocumentError(loader.problems)
     try:
         root = YAML(typ="rt").compose(text)
     except YAMLError as e:  # the event pass already parsed; kept for safety
-        raise DocumentError([Problem(source, 0, 0, "", f"invalid YAML: {e}")])
+        raise DocumentError([Problem(source, 0, 0, "", f"invalid YAML: {e}")]) from None
     except RecursionError:
-        raise DocumentError([Problem(source, 0, 0, "", "nesting too deep; refused")])
+        raise DocumentError([Problem(source, 0, 0, "", "nesting too deep; refused")]) from None
     loader.doc.data = None if root is None else loader.convert(root, schema, (), 0)
     if loader.over_budget:
         raise DocumentError(loader.problems)

@@ -68,7 +68,7 @@ class RequestClient:
             await self._broker.stop()
             self._broker = None
 
-    async def __aenter__(self) -> "RequestClient":
+    async def __aenter__(self) -> RequestClient:
         await self.start()
         return self
 
@@ -104,13 +104,13 @@ class RequestClient:
                     reply_to=self._reply_queue,
                     headers={"contract-version": contract_version(message)},
                 )
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 raise OutcomeUncertain(f"{key}: the broker did not confirm within {timeout}s") from exc
             if was_returned(result):
                 raise ServiceUnavailable(f"no queue for {owner} ({key}): is the {owner} service running?")
             try:
                 outcome: common_pb2.Outcome = await asyncio.wait_for(future, timeout)
-            except asyncio.TimeoutError as exc:
+            except TimeoutError as exc:
                 raise OutcomeUncertain(
                     f"{key}: no reply within {timeout}s; the outcome is uncertain "
                     "(retrying with the same command_id is safe)"

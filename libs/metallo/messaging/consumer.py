@@ -27,7 +27,6 @@ from aio_pika.abc import AbstractIncomingMessage
 from faststream.rabbit import RabbitBroker
 
 from metallo.messaging.broker import durable_queue, make_broker, topic_exchange
-
 from metallo.messaging.envelope import Envelope, decode
 from metallo.messaging.errors import PoisonMessage
 from metallo.messaging.relay import backoff_seconds
@@ -147,7 +146,7 @@ class QueueConsumer:
                         break
                     try:
                         batch.append(queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), remaining))
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         break
             try:
                 await self._process_batch(batch)

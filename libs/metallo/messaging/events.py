@@ -77,7 +77,7 @@ class EventConsumer:
             new = await record_receipts(session, self.name, [(e.message_id, e.body) for e in envelopes])
             if len(new) != len(envelopes):
                 raise LookupError("batch holds redeliveries")  # rolled back; handled one by one
-            for envelope, handler in zip(envelopes, handlers):
+            for envelope, handler in zip(envelopes, handlers, strict=True):
                 await handler(session, envelope.message)
 
     async def _handle(self, envelope: Envelope, _incoming) -> None:

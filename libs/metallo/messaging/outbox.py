@@ -19,7 +19,12 @@ from google.protobuf.message import Message
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from metallo.messaging.topology import Topology, contract_version, event_routing_key, request_routing_key
+from metallo.messaging.topology import (
+    Topology,
+    contract_version,
+    event_routing_key,
+    request_routing_key,
+)
 
 NOTIFY_CHANNEL = "metallo_outbox"
 

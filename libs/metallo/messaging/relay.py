@@ -223,7 +223,7 @@ class OutboxRelay:
     async def _sleep(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._wake.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         self._wake.clear()
 
@@ -325,7 +325,7 @@ class OutboxRelay:
             )
         except DeliveryError as exc:  # Basic.Nack
             return f"not confirmed (nack): {exc}"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._disconnect()
             return f"publish timed out after {self.publish_timeout}s"
         except Exception as exc:

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
@@ -37,7 +38,8 @@ from metallo.persistence.engine import session_factory
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[AsyncSession, Message], Awaitable[Message]]
+Handler = Callable[..., Awaitable[Message]]
+Before = Callable[[Message], Awaitable[Any]]
 
 
 def fingerprint(message: Message) -> str:
@@ -77,11 +79,22 @@ class CommandServer:
         self.outbox = Outbox(topology)
         self.prefetch = prefetch
         self._commands: dict[str, Handler] = {}
+        self._before: dict[str, Before] = {}
         self._queries: dict[str, Handler] = {}
         self._consumers: list[QueueConsumer] = []
 
-    def command(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
-        """Decorator: ``handler(session, command) -> reply`` for ``message_type``."""
+    def command(
+        self, message_type: type[Message], *, before: Before | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Decorator: ``handler(session, command) -> reply`` for ``message_type``.
+
+        ``before(command)``, when given, runs *outside* any transaction (for I/O
+        such as a git read, DESIGN.md: no external call inside a transaction),
+        only for a command_id not decided yet; its result is passed on as
+        ``handler(session, command, prepared)``. It may raise :class:`Rejected`.
+        """
+        if before is not None:
+            self._before[full_name(message_type)] = before
         return self._register(self._commands, message_type, "command")
 
     def query(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
@@ -138,13 +151,26 @@ class CommandServer:
             await self._save_and_reply(envelope, None, rejected("invalid-argument", "metadata.command_id is required"))
             return
         digest = fingerprint(envelope.message)
+        before = self._before.get(name)
         try:
+            prepared = None
+            if before is not None:
+                # A decided command is replayed without repeating the outside work.
+                async with self.sessions() as session, session.begin():
+                    saved = await self._saved_outcome(session, command_id, digest)
+                    if saved is not None:
+                        await self._reply(session, envelope, saved)
+                        return
+                prepared = await before(envelope.message)
             async with self.sessions() as session, session.begin():
                 saved = await self._saved_outcome(session, command_id, digest)
                 if saved is not None:
                     await self._reply(session, envelope, saved)
                     return
-                reply = await handler(session, envelope.message)
+                if before is not None:
+                    reply = await handler(session, envelope.message, prepared)
+                else:
+                    reply = await handler(session, envelope.message)
                 outcome = accepted(reply)
                 await session.execute(
                     insert(command_receipts).values(

@@ -7,10 +7,9 @@ refused on the very next request (seed 004, Run access: never a cached verdict).
 
 from __future__ import annotations
 
-from metallo.governance import Governance, GovernanceError, GovernanceFile
-
 from execution_core.application.ports import AuthorityUnavailable
 from execution_core.domain.planning import Binding, SiteFacts
+from metallo.governance import Governance, GovernanceError, GovernanceFile
 
 
 class GovernanceAuthority:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from execution_core.application import requests, results
+from execution_core.application.ports import MessageOutbox, ProjectAuthority, RunStore
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
-
-from execution_core.application import requests, results
-from execution_core.application.ports import MessageOutbox, ProjectAuthority, RunStore
 
 
 def register_requests(

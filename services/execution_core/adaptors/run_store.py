@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
 from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
+from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
 
 Row = dict[str, Any]
 

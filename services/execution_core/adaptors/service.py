@@ -8,15 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from metallo.messaging import (
-    CommandServer,
-    EventConsumer,
-    Outbox,
-    OutboxRelay,
-    RequestClient,
-    Topology,
-)
-from metallo.persistence.engine import session_factory
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from execution_core.adaptors.messaging import register_events, register_requests
@@ -27,6 +18,15 @@ from execution_core.application.launch_worker import LaunchWorker
 from execution_core.application.ports import ProjectAuthority
 from execution_core.application.settings import Settings
 from execution_core.application.supervisor import RunSupervisor
+from metallo.messaging import (
+    CommandServer,
+    EventConsumer,
+    Outbox,
+    OutboxRelay,
+    RequestClient,
+    Topology,
+)
+from metallo.persistence.engine import session_factory
 
 CONTEXT = "execution_core"
 

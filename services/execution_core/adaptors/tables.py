@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-from metallo.messaging.schema import add_messaging_tables
-from metallo.persistence.leases import lease_columns
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -34,6 +32,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from metallo.messaging.schema import add_messaging_tables
+from metallo.persistence.leases import lease_columns
 
 metadata = MetaData()
 add_messaging_tables(metadata)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 
+from execution_core.application.ports import RevisionNotFound, RevisionUnavailable
+from execution_core.domain.planning import RevisionFacts
 from metallo.common.v1 import common_pb2
 from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-
-from execution_core.application.ports import RevisionNotFound, RevisionUnavailable
-from execution_core.domain.planning import RevisionFacts
 
 DEFINITE = {"not-found", "permission-denied", "invalid-argument"}
 

@@ -24,7 +24,6 @@ import logging
 import uuid
 from datetime import datetime, timedelta
 
-from metallo.persistence.leases import Claim, LeaseLost
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from execution_core.application.faults import FaultHook, no_fault
@@ -43,6 +42,7 @@ from execution_core.application.transitions import record_transition
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 from execution_core.domain.planning import Plan, PlanningInput, Rejection, RevisionFacts, Wait, plan
+from metallo.persistence.leases import Claim, LeaseLost
 
 log = logging.getLogger(__name__)
 MAX_PLANNING_RETRY_SECONDS = 300.0

@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from google.protobuf.message import Message
-from metallo.persistence.leases import Claim
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.domain.planning import Binding, RevisionFacts, SiteFacts
+from metallo.persistence.leases import Claim
 
 
 class AuthorityUnavailable(Exception):

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
+
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 
 

@@ -14,12 +14,12 @@ import json
 import logging
 from typing import Any
 
-from metallo.messaging import PoisonMessage
-from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.application.ports import RunStore
 from execution_core.domain import states as s
+from metallo.messaging import PoisonMessage
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
 log = logging.getLogger(__name__)
 

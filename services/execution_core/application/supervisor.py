@@ -24,10 +24,6 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from metallo.common.v1 import common_pb2
-from metallo.execution_core.v1 import execution_core_pb2 as pb
-from metallo.persistence.leases import Claim, LeaseLost
-from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from execution_core.application.faults import FaultHook, no_fault
@@ -38,6 +34,10 @@ from execution_core.application.transitions import record_transition
 from execution_core.domain import lifecycle
 from execution_core.domain import states as s
 from execution_core.domain.canonical import canonical_json
+from metallo.common.v1 import common_pb2
+from metallo.execution_core.v1 import execution_core_pb2 as pb
+from metallo.persistence.leases import Claim, LeaseLost
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
-
 from pipeline_coordination.application.ports import LaunchRequest, Refused, Unavailable
 from pipeline_coordination.domain.pipeline import RunView
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from metallo.governance import GovernanceError, GovernanceFile
-
 from pipeline_coordination.application.ports import AuthorityUnavailable
 
 

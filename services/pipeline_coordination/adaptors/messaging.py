@@ -6,7 +6,6 @@ from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
-
 from pipeline_coordination.adaptors.projection import pipeline_message
 from pipeline_coordination.application import requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step
 

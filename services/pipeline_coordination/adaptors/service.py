@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from metallo.messaging import (
     CommandServer,
     EventConsumer,
@@ -17,8 +19,6 @@ from metallo.messaging import (
     Topology,
 )
 from metallo.persistence.engine import session_factory
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from pipeline_coordination.adaptors.execution_core import ExecutionCoreClient
 from pipeline_coordination.adaptors.messaging import register_events, register_requests
 from pipeline_coordination.adaptors.projection import pipeline_completed

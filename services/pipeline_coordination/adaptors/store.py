@@ -11,10 +11,10 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
-from metallo.persistence.leases import Claim, LeaseLost, claim_rows, fenced_update, held
 from sqlalchemy import and_, case, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from metallo.persistence.leases import Claim, LeaseLost, claim_rows, fenced_update, held
 from pipeline_coordination.adaptors.tables import pipeline_steps, pipelines
 from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step

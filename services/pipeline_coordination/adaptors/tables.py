@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-from metallo.messaging.schema import add_messaging_tables
-from metallo.persistence.leases import lease_columns
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -29,6 +27,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from metallo.messaging.schema import add_messaging_tables
+from metallo.persistence.leases import lease_columns
 
 metadata = MetaData()
 add_messaging_tables(metadata)

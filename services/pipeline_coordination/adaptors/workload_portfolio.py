@@ -12,7 +12,6 @@ from __future__ import annotations
 from metallo.common.v1 import common_pb2
 from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-
 from pipeline_coordination.application.ports import Refused, Unavailable
 from pipeline_coordination.domain.pipeline import PreparedAction
 

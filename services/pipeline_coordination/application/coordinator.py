@@ -25,10 +25,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from metallo.messaging import Outbox
-from metallo.persistence.leases import Claim, LeaseLost
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from metallo.messaging import Outbox
+from metallo.persistence.leases import Claim, LeaseLost
 from pipeline_coordination.application.faults import CoordinatorCrash, FaultHook, no_fault
 from pipeline_coordination.application.ports import (
     LaunchRequest,

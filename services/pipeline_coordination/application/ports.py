@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from metallo.persistence.leases import Claim
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from metallo.persistence.leases import Claim
 from pipeline_coordination.domain.pipeline import Pipeline, PreparedAction, RunView
 
 

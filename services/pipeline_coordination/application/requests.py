@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import uuid
 
-from metallo.messaging import Rejected
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from metallo.messaging import Rejected
 from pipeline_coordination.application.ports import (
     AuthorityUnavailable,
     Meta,

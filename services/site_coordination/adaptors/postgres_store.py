@@ -58,6 +58,54 @@ _COMMAND_FOR_RESULT = text("""
     FOR UPDATE OF s
 """)
 
+# The grant's columns under ``g_`` names so they sit beside a command's in one row.
+_GRANT_COLUMNS = """
+    SELECT now() AS g_now, g.grant_id AS g_grant_id, g.site_id AS g_site_id,
+           g.environment AS g_environment, g.label AS g_label, g.created_at AS g_created_at,
+           g.expires_at AS g_expires_at, g.revoked_at AS g_revoked_at
+    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = :hash
+"""
+# A pull in one statement: the grant read afresh and, only when it is usable now
+# (the same rule as ``domain.grants.check_grant``), the delivery of the next command
+# of its stream. An unusable grant delivers nothing; the caller then refuses.
+_GRANT_AND_DELIVER_NEXT = text(f"""
+    WITH g AS ({_GRANT_COLUMNS}), d AS (
+        UPDATE site_commands c
+        SET first_delivered_at = coalesce(c.first_delivered_at, now()),
+            delivery_count = c.delivery_count + 1
+        FROM site_streams s, g
+        WHERE g.g_grant_id IS NOT NULL AND g.g_revoked_at IS NULL AND g.g_expires_at > g.g_now
+          AND s.site_id = g.g_site_id AND s.environment = g.g_environment
+          AND c.site_id = s.site_id AND c.environment = s.environment
+          AND c.sequence = s.acknowledged_sequence + 1
+        RETURNING c.*
+    )
+    SELECT g.*, d.* FROM g LEFT JOIN d ON true
+""")
+# A result's first read in one statement: the grant afresh, and the command with its
+# stream's acknowledgement, the stream row locked for the transaction (as
+# ``_COMMAND_FOR_RESULT``). MATERIALIZED keeps the locking read a statement of its own.
+_GRANT_AND_COMMAND_FOR_RESULT = text(f"""
+    WITH g AS ({_GRANT_COLUMNS}), c AS MATERIALIZED (
+        SELECT c.*, s.acknowledged_sequence
+        FROM site_commands c
+        JOIN site_streams s ON s.site_id = c.site_id AND s.environment = c.environment
+        WHERE c.command_id = :command_id
+        FOR UPDATE OF s
+    )
+    SELECT g.*, c.* FROM g LEFT JOIN c ON true
+""")
+
+
+def _prefixed_grant(row: Any) -> CommandGrant | None:
+    if row.g_grant_id is None:
+        return None
+    return CommandGrant(
+        grant_id=row.g_grant_id, stream=StreamKey(row.g_site_id, row.g_environment),
+        label=row.g_label, created_at=row.g_created_at, expires_at=row.g_expires_at,
+        revoked_at=row.g_revoked_at,
+    )
+
 
 def _command(row: Any) -> StoredCommand:
     return StoredCommand(
@@ -147,6 +195,23 @@ class PostgresSiteStore:
             _DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
         )).first()
         return _command(row) if row else None
+
+    async def grant_and_deliver_next(
+        self, secret_sha256: str,
+    ) -> tuple[CommandGrant | None, datetime, StoredCommand | None]:
+        row = (await (await self._core()).execute(
+            _GRANT_AND_DELIVER_NEXT, {"hash": secret_sha256})).first()
+        command = _command(row) if row.command_id is not None else None
+        return _prefixed_grant(row), row.g_now, command
+
+    async def grant_and_command_for_result(
+        self, secret_sha256: str, command_id: str,
+    ) -> tuple[CommandGrant | None, datetime, tuple[StoredCommand, int] | None]:
+        row = (await (await self._core()).execute(
+            _GRANT_AND_COMMAND_FOR_RESULT, {"hash": secret_sha256, "command_id": command_id},
+        )).first()
+        found = (_command(row), int(row.acknowledged_sequence)) if row.command_id else None
+        return _prefixed_grant(row), row.g_now, found
 
     async def save_result(self, command: StoredCommand, result_json: str) -> None:
         # One statement: the result, the acknowledgement advancing with it (seed 004

@@ -63,6 +63,19 @@ class SiteStore(Protocol):
         """The command and its stream's acknowledged sequence, with the stream row locked
         for this transaction (results of one stream are decided one at a time)."""
         ...
+    async def grant_and_deliver_next(
+        self, secret_sha256: str,
+    ) -> tuple[CommandGrant | None, datetime, StoredCommand | None]:
+        """In one read: the grant with this secret hash (or None), the database's now,
+        and — only when the grant is usable at that now — the next command of its
+        stream, marked delivered (None when the stream has none)."""
+        ...
+    async def grant_and_command_for_result(
+        self, secret_sha256: str, command_id: str,
+    ) -> tuple[CommandGrant | None, datetime, tuple[StoredCommand, int] | None]:
+        """In one read: the grant (or None), the database's now, and what
+        :meth:`command_for_result` returns (stream row locked for this transaction)."""
+        ...
     async def save_result(self, command: StoredCommand, result_json: str) -> None:
         """Save the result, advance the stream's acknowledgement to its sequence and wake
         the stream's long-polls at commit."""

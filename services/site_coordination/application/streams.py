@@ -15,7 +15,13 @@ from site_coordination.application.ports import EventPublisher, SiteStore
 from site_coordination.domain.canonical import canonical_json, sha256_hex
 from site_coordination.domain.deferrals import DeferralCatalogue
 from site_coordination.domain.errors import Conflict, Invalid, NotFound
-from site_coordination.domain.grants import CommandGrant, check_scope
+from site_coordination.domain.grants import (
+    CommandGrant,
+    check_grant,
+    check_scope,
+    parse_bearer,
+    secret_hash,
+)
 from site_coordination.domain.streams import (
     MAX_PAYLOAD_BYTES,
     NewCommand,
@@ -88,6 +94,20 @@ async def pull_next(store: SiteStore, stream: StreamKey) -> StoredCommand | None
     return await store.deliver_next(stream)
 
 
+async def pull_next_for(store: SiteStore, authorization: str | None,
+                        ) -> tuple[CommandGrant, StoredCommand | None]:
+    """:func:`pull_next` for the stream of the grant in ``authorization`` (an
+    ``Authorization`` header value), the grant read afresh in the same statement that
+    delivers (seed 004 §4B); nothing is delivered for an unusable grant. Returns the
+    grant and the command (None when the stream has none).
+
+    Raises :class:`Unauthenticated` ``credential-*`` as ``grants.authenticate``.
+    """
+    grant, now, command = await store.grant_and_deliver_next(
+        secret_hash(parse_bearer(authorization)))
+    return check_grant(grant, now), command
+
+
 async def _command_in_stream(store: SiteStore, grant: CommandGrant, sequence: int,
                              command_id: str) -> StoredCommand:
     command = await store.get_command(command_id)
@@ -112,6 +132,24 @@ async def record_result(store: SiteStore, events: EventPublisher, grant: Command
     # The stream row is locked first: concurrent reports are decided one at a time,
     # so only one result can ever win.
     found = await store.command_for_result(str(result["command_id"]))
+    return await _record(store, events, grant, found, sequence, result)
+
+
+async def record_result_for(store: SiteStore, events: EventPublisher, authorization: str | None,
+                            sequence: int, result: dict[str, Any]) -> bool:
+    """:func:`record_result` for the grant in ``authorization``, read afresh in the same
+    statement that finds the command and locks its stream (seed 004 §4A–4B).
+
+    Raises :class:`Unauthenticated` ``credential-*`` first, then as :func:`record_result`.
+    """
+    grant, now, found = await store.grant_and_command_for_result(
+        secret_hash(parse_bearer(authorization)), str(result["command_id"]))
+    return await _record(store, events, check_grant(grant, now), found, sequence, result)
+
+
+async def _record(store: SiteStore, events: EventPublisher, grant: CommandGrant,
+                  found: tuple[StoredCommand, int] | None, sequence: int,
+                  result: dict[str, Any]) -> bool:
     if found is None:
         raise NotFound("command-not-found", "no command has this command_id")
     command, acknowledged = found

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from metallo.identity.verify import MemberCredential, MemberTokenVerifier
 
+from metallo.identity.verify import MemberCredential, MemberTokenVerifier
 from site_runtime.adaptors.slurm_job_model import (
     NativeIdentity,
     NativeJob,

@@ -10,7 +10,6 @@ not proof of absence.
 from __future__ import annotations
 
 from metallo.identity.verify import JwksUnavailable, MemberTokenRejected
-
 from site_runtime.adaptors.slurm_access import SlurmUncertain, SlurmUnreachable
 from site_runtime.adaptors.slurm_chain_base import native_facts
 from site_runtime.adaptors.slurm_job_model import STAGES

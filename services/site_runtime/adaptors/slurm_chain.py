@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from metallo.identity.verify import MemberTokenRejected
-
 from site_runtime.adaptors.slurm_access import SlurmRefused
 from site_runtime.adaptors.slurm_cancellation import ChainCancellation
 from site_runtime.adaptors.slurm_edge import EdgeRefused, EdgeUnavailable

@@ -20,7 +20,6 @@ from metallo.identity.verify import (
     JwksSource,
     MemberTokenVerifier,
 )
-
 from site_runtime.adaptors.slurm_access import SlurmRest
 from site_runtime.adaptors.slurm_chain import SlurmExecutor
 from site_runtime.adaptors.slurm_edge import MemberTokens, RepositoryGrants, SiteEdgeAccess

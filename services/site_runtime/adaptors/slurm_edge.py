@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+
 from metallo.identity.verify import MemberCredential
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 
 from metallo.identity.verify import JwksUnavailable, MemberCredential, MemberTokenRejected
-
 from site_runtime.adaptors.slurm_access import SlurmRefused, SlurmUncertain, SlurmUnreachable
 from site_runtime.adaptors.slurm_chain_base import native_facts
 from site_runtime.adaptors.slurm_job_model import STAGES, NativeJob

@@ -15,7 +15,6 @@ import logging
 from datetime import UTC, datetime
 
 from metallo.identity.verify import JwksUnavailable, MemberCredential, MemberTokenRejected
-
 from site_runtime.adaptors.slurm_access import (
     SlurmLimited,
     SlurmRefused,

@@ -14,19 +14,15 @@ source-unavailable, actions-invalid, action-not-found, not-found.
 from __future__ import annotations
 
 import base64
-import contextvars
 import logging
 from datetime import datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from metallo.common.v1 import common_pb2
-from metallo.messaging import CommandServer, Outbox, Rejected, Topology
-from metallo.messaging.envelope import Envelope
-from metallo.messaging.schema import command_receipts
-from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from metallo.common.v1 import common_pb2
+from metallo.messaging import CommandServer, Outbox, Rejected, Topology
+from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 from workload_portfolio.adaptors.postgres_store import PostgresWorkloadStore
 from workload_portfolio.application.ports import ProjectAuthority
 from workload_portfolio.application.preparation import (
@@ -45,11 +41,6 @@ log = logging.getLogger(__name__)
 CONTEXT = "workload_portfolio"
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-
-# The source read done before the transaction, handed to the handler of the same delivery.
-_pre_read: contextvars.ContextVar[SourceRead | PortfolioError | None] = contextvars.ContextVar(
-    "workload_portfolio_pre_read", default=None
-)
 
 
 _TRANSIENT = {"source-unavailable", "governance-unavailable"}
@@ -76,54 +67,30 @@ class PortfolioCommandServer(CommandServer):
         self.preparation = preparation
         self.authority = authority
         self.events = Outbox(topology)
-        self.command(wp.PrepareAction)(self._prepare_action)
-        self.command(wp.PrepareBranch)(self._prepare_branch)
+        # The source read runs before the command's transaction (and not on replays).
+        self.command(wp.PrepareAction, before=self._read_source)(self._prepare_action)
+        self.command(wp.PrepareBranch, before=self._read_source)(self._prepare_branch)
         self.query(wp.GetWorkloadRevision)(self._get_revision)
         self.query(wp.ListWorkloads)(self._list_workloads)
 
-    async def _handle_command(self, envelope: Envelope, incoming) -> None:
-        msg = envelope.message
-        pre: SourceRead | PortfolioError | None = None
-        if (isinstance(msg, (wp.PrepareAction, wp.PrepareBranch)) and msg.metadata.command_id
-                and not await self._has_receipt(msg.metadata.command_id)):
-            pre = await self._read_source(msg)
-        token = _pre_read.set(pre)
-        try:
-            await super()._handle_command(envelope, incoming)
-        finally:
-            _pre_read.reset(token)
-
-    async def _has_receipt(self, command_id: str) -> bool:
-        """Whether the command was already decided: its replay needs no source read."""
-        async with self.sessions() as session:
-            found = await session.execute(
-                select(command_receipts.c.command_id).where(command_receipts.c.command_id == command_id)
-            )
-            return found.first() is not None
-
-    async def _read_source(self, msg: wp.PrepareAction | wp.PrepareBranch) -> SourceRead | PortfolioError:
+    async def _read_source(self, msg: wp.PrepareAction | wp.PrepareBranch) -> SourceRead:
+        """Read actions.yaml at the requested ref, outside any transaction."""
         if isinstance(msg, wp.PrepareAction) and not msg.action:
-            return InvalidArgument("action is required")
+            raise _rejected(InvalidArgument("action is required"))
         try:
             return await self.preparation.read(
                 project=msg.metadata.project, member=msg.metadata.acting_member,
                 repository_url=msg.repository_url, branch=msg.branch, commit=msg.commit,
             )
         except PortfolioError as e:
-            return e
+            raise _rejected(e) from None
 
-    async def _source(self, msg: wp.PrepareAction | wp.PrepareBranch) -> SourceRead:
-        pre = _pre_read.get()
-        if pre is None:  # not pre-read (direct use of the handler): read now
-            pre = await self._read_source(msg)
-        if isinstance(pre, PortfolioError):
-            raise _rejected(pre)
+    def _check_prepare(self, msg: wp.PrepareAction | wp.PrepareBranch) -> None:
         # Access is checked again at decision time, inside the transaction.
         try:
             self.preparation.check_prepare(msg.metadata.project, msg.metadata.acting_member)
         except PortfolioError as e:
             raise _rejected(e) from None
-        return pre
 
     async def _save(self, session: AsyncSession, read: SourceRead, action: str | None,
                     msg: wp.PrepareAction | wp.PrepareBranch) -> list[PreparedRevision]:
@@ -142,8 +109,10 @@ class PortfolioCommandServer(CommandServer):
                 )
         return prepared
 
-    async def _prepare_action(self, session: AsyncSession, msg: wp.PrepareAction) -> wp.PrepareActionReply:
-        read = await self._source(msg)
+    async def _prepare_action(
+        self, session: AsyncSession, msg: wp.PrepareAction, read: SourceRead
+    ) -> wp.PrepareActionReply:
+        self._check_prepare(msg)
         (p,) = await self._save(session, read, msg.action, msg)
         r = p.revision
         return wp.PrepareActionReply(
@@ -152,8 +121,10 @@ class PortfolioCommandServer(CommandServer):
             spec_digest=r.spec_digest, created=p.created, action=r.action,
         )
 
-    async def _prepare_branch(self, session: AsyncSession, msg: wp.PrepareBranch) -> wp.PrepareBranchReply:
-        read = await self._source(msg)
+    async def _prepare_branch(
+        self, session: AsyncSession, msg: wp.PrepareBranch, read: SourceRead
+    ) -> wp.PrepareBranchReply:
+        self._check_prepare(msg)
         prepared = await self._save(session, read, None, msg)
         return wp.PrepareBranchReply(
             commit=read.commit,

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metallo.persistence.engine import database_url
-
 from workload_portfolio.adaptors.git_source import Credential, HostCredentials
 
 ROOT = Path(__file__).resolve().parents[3]

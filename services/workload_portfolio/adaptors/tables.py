@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from metallo.messaging.schema import add_messaging_tables
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -26,6 +25,8 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
+
+from metallo.messaging.schema import add_messaging_tables
 
 metadata = MetaData()
 add_messaging_tables(metadata)

@@ -22,7 +22,6 @@ from metallo.governance.faithful_yaml import (
     load_document,
     schema_problems,
 )
-
 from workload_portfolio.domain.action_types import action_type
 from workload_portfolio.domain.refs import branch_problem, relative_path_problem
 

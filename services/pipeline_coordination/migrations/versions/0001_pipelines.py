@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from metallo.messaging.schema import create_messaging_tables, drop_messaging_tables
 from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from metallo.messaging.schema import create_messaging_tables, drop_messaging_tables
 
 revision = "0001"
 down_revision = None

@@ -188,12 +188,13 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         deadline = loop.time() + min(wait, svc.settings.max_wait_seconds)
         pull_sessions = svc.autocommit_sessions or svc.sessions
         while True:
+            # One statement per look: the grant read afresh (every loop) and the delivery.
             async with pull_sessions() as session, session.begin():
-                store = PostgresSiteStore(session)
-                grant = await _grant(store, request)
-                command = await streams.pull_next(store, grant.stream)
+                grant, command = await streams.pull_next_for(
+                    PostgresSiteStore(session), request.headers.get("authorization"))
             if command is not None:
-                return command.to_wire()
+                # Built by us from stored rows: no response-model validation needed.
+                return JSONResponse(command.to_wire())
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return Response(status_code=204)
@@ -209,11 +210,10 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         with it). 409 ``result-conflict`` / ``command-not-delivered``."""
         svc = _svc(request)
         async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            recorded = await streams.record_result(store, svc.events(session), grant, sequence,
-                                                   body.model_dump(mode="json"))
-        return s.ResultRecorded(recorded=recorded)
+            recorded = await streams.record_result_for(
+                PostgresSiteStore(session), svc.events(session),
+                request.headers.get("authorization"), sequence, body.model_dump(mode="json"))
+        return JSONResponse({"recorded": recorded})
 
     @router.post("/commands/{sequence}/progress", response_model=s.ProgressAccepted,
                  status_code=202, tags=["commands"])
