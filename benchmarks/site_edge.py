@@ -4,12 +4,17 @@ Runs the real edge (uvicorn, TLS, PostgreSQL) in a child process and, in the sam
 run, measures with 1 and with 8 concurrent runtimes (one stream each, as one
 Runtime worker serves one stream):
 
-- ``commands_per_s``: ``GET /v1/commands/next`` + ``POST /v1/commands/{n}/result``
-  cycles completed per second (each recorded exactly once);
+- ``commands_per_s``: commands pulled and acknowledged per second through the Site
+  Runtime's own edge client and protocol: ``POST /v1/commands/{n}/result?next_wait=0``
+  records a result and hands out the next command in its answer, so a busy stream
+  costs one HTTPS request per command (``GET /v1/commands/next`` only when the answer
+  has no next); each result recorded exactly once;
 - ``round_trips_per_s``: the same number of bare HTTPS round trips to ``/healthz``
-  with the same concurrency and clients;
-- ``ratio``: ``commands_per_s / round_trips_per_s`` (target ≥ 0.3; a command
-  needs two round trips plus its database transactions).
+  with the same concurrency;
+- ``ratio``: ``commands_per_s / round_trips_per_s`` (target ≥ 0.3);
+- ``get_then_post_per_s`` / ``get_then_post_ratio``: the same with the older two-request
+  cycle (``GET /v1/commands/next`` then ``POST …/result`` without ``next_wait``), which
+  existing clients still use; at most 0.5 even with no server work.
 
 Prints one JSON line. Usage: ``.venv/bin/python benchmarks/site_edge.py [--commands N]``.
 Needs PostgreSQL (``METALLO_POSTGRES_URL``); uses a throw-away database.
@@ -48,6 +53,7 @@ from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
+from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 
 MIGRATIONS = ROOT / "services" / "site_coordination" / "migrations"
 
@@ -83,7 +89,23 @@ async def _append(engine, streams: list[str], per_stream: int) -> None:
                     attempt_id=f"att-{site}", attempt_number=1, payload_json="{}"))
 
 
-async def _runtime(client: httpx.AsyncClient, count: int) -> None:
+def _result(command_id: str) -> dict:
+    return {"command_id": command_id, "outcome": "succeeded", "observation": {"phase": "running"}}
+
+
+async def _runtime(edge: EdgeClient, count: int) -> None:
+    """The worker's protocol through its own client: take the next command from the
+    result's answer; pull with GET only when the answer has none."""
+    command = None
+    for _ in range(count):
+        if command is None:
+            command = await edge.next_command(0)
+        recorded, command = await edge.record_result_and_next(
+            command.sequence, _result(command.command_id), next_wait=0)
+        assert recorded
+
+
+async def _get_then_post(client: httpx.AsyncClient, count: int) -> None:
     for _ in range(count):
         r = await client.get("/v1/commands/next")
         command = r.json()
@@ -99,11 +121,15 @@ async def _round_trips(client: httpx.AsyncClient, count: int) -> None:
         assert r.status_code == 200
 
 
-async def measure(base: str, context: ssl.SSLContext, secrets: list[str], total: int) -> dict:
-    """Commands/s and bare round trips/s with ``len(secrets)`` concurrent runtimes."""
+async def measure(base: str, ca_file: Path, secrets: list[str], total: int) -> dict:
+    """Commands/s (Runtime protocol, then GET+POST) and bare round trips/s with
+    ``len(secrets)`` concurrent runtimes; each stream holds ``2 * total / len`` commands."""
     per = total // len(secrets)
+    context = ssl.create_default_context(cafile=str(ca_file))
     clients = [httpx.AsyncClient(base_url=base, verify=context, timeout=30,
                                  headers={"Authorization": f"Bearer {s}"}) for s in secrets]
+    edges = [EdgeClient(EdgeSettings(base_url=base, ca_file=ca_file, credential=s,
+                                     timeout_seconds=30)) for s in secrets]
     try:
         for c in clients:  # warm the TLS connections
             await c.get("/healthz")
@@ -111,14 +137,21 @@ async def measure(base: str, context: ssl.SSLContext, secrets: list[str], total:
         await asyncio.gather(*(_round_trips(c, per) for c in clients))
         trips = per * len(clients) / (time.perf_counter() - start)
         start = time.perf_counter()
-        await asyncio.gather(*(_runtime(c, per) for c in clients))
+        await asyncio.gather(*(_runtime(e, per) for e in edges))
         commands = per * len(clients) / (time.perf_counter() - start)
+        start = time.perf_counter()
+        await asyncio.gather(*(_get_then_post(c, per) for c in clients))
+        legacy = per * len(clients) / (time.perf_counter() - start)
     finally:
         for c in clients:
             await c.aclose()
+        for e in edges:
+            await e.close()
     return {"runtimes": len(secrets), "commands": per * len(secrets),
             "commands_per_s": round(commands, 1), "round_trips_per_s": round(trips, 1),
-            "ratio": round(commands / trips, 3)}
+            "ratio": round(commands / trips, 3),
+            "get_then_post_per_s": round(legacy, 1),
+            "get_then_post_ratio": round(legacy / trips, 3)}
 
 
 async def main(total: int) -> None:
@@ -138,8 +171,8 @@ async def main(total: int) -> None:
         proc = subprocess.Popen([sys.executable, __file__, "--serve", url, str(port), str(tmp)],
                                 env=env)
         single, eight = ["b-single"], [f"b-{i}" for i in range(8)]
-        await _append(engine, single, total)
-        await _append(engine, eight, total // 8)
+        await _append(engine, single, 2 * total)
+        await _append(engine, eight, 2 * (total // 8))
 
         @__import__("contextlib").asynccontextmanager
         async def tx():
@@ -148,17 +181,17 @@ async def main(total: int) -> None:
 
         secrets = {site: (await create_command_grant(tx, site, "slurm", 3600)).secret
                    for site in single + eight}
-        context = ssl.create_default_context(cafile=str(tmp / "certs" / "ca.pem"))
+        ca_file = tmp / "certs" / "ca.pem"
         base = f"https://127.0.0.1:{port}"
-        async with httpx.AsyncClient(verify=context) as probe:
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(ca_file))) as probe:
             for _ in range(200):
                 try:
                     await probe.get(base + "/healthz")
                     break
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
-        one = await measure(base, context, [secrets[s] for s in single], total)
-        many = await measure(base, context, [secrets[s] for s in eight], total)
+        one = await measure(base, ca_file, [secrets[s] for s in single], total)
+        many = await measure(base, ca_file, [secrets[s] for s in eight], total)
         print(json.dumps({"benchmark": "site_edge", "transport": "https",
                           "runtimes_1": one, "runtimes_8": many,
                           "ratio": min(one["ratio"], many["ratio"]), "target_ratio": 0.3}))

@@ -9,9 +9,9 @@ Environment:
 - ``METALLO_TOPOLOGY_PREFIX`` — optional prefix of exchange and queue names;
 - ``METALLO_EXECUTION_CORE_*`` — timing (see ``application/settings.py``).
 
-Starts the CommandServer (LaunchRun, CancelRun, GetRun, ListRuns), the
-EventConsumer (Site command results), the OutboxRelay, the launch worker and the
-Run Supervisor, and stops them cleanly on SIGINT/SIGTERM.
+Starts the CommandServer (LaunchRun, CancelRun, ReadRunLog, GetRun, ListRuns,
+GetRunLogRead), the EventConsumer (Site command results, log read answers), the
+OutboxRelay, the launch worker and the Run Supervisor, and stops them cleanly on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations

@@ -187,6 +187,9 @@ async def test_bodies_are_bounded(edge):
     assert r.status_code == 422 and r.json()["error"]["code"] == "body-too-deep"
     big = result_for(command)
     big["message"] = "x" * (300 * 1024)
+    r = await client.post("/v1/commands/1/progress", json=big)  # general bound: 256 KiB
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body-too-large"
+    big["message"] = "x" * (7 * 1024 * 1024)  # results (read-log text) are bounded at 6 MiB
     r = await client.post("/v1/commands/1/result", json=big)
     assert r.status_code == 413 and r.json()["error"]["code"] == "body-too-large"
     r = await client.post("/v1/commands/1/result", content=b"{not json",
@@ -219,3 +222,83 @@ async def test_a_dropped_database_connection_costs_one_503_then_recovers(edge):
     assert set(statuses) <= {200, 503} and statuses[-1] == 200
     r = await client.get("/v1/commands/next")
     assert r.json()["sequence"] == 1
+
+
+async def test_result_with_next_wait_answers_the_next_command_delivered(edge):
+    secret = await edge.grant()
+    await edge.append("prepare", payload=prepare_payload())
+    await edge.append("start")
+    client = edge.client(secret)
+    first = (await client.get("/v1/commands/next")).json()
+    r = await client.post("/v1/commands/1/result", params={"next_wait": 0},
+                          json=result_for(first))
+    assert r.status_code == 200
+    body = r.json()
+    assert body["recorded"] is True
+    assert (body["next"]["sequence"], body["next"]["kind"]) == (2, "start")
+    # Handed out = delivered: its result is accepted without a GET in between.
+    r = await client.post("/v1/commands/2/result", params={"next_wait": 0},
+                          json=result_for(body["next"]))
+    assert r.json() == {"recorded": True, "next": None}
+    async with edge.engine.connect() as conn:
+        rows = (await conn.execute(select(site_commands.c.sequence, site_commands.c.delivery_count)
+                                   .order_by(site_commands.c.sequence))).all()
+        ack = (await conn.execute(select(site_streams.c.acknowledged_sequence))).scalar_one()
+    assert [tuple(r) for r in rows] == [(1, 1), (2, 1)] and ack == 2
+
+
+async def test_result_without_next_wait_answers_as_before(edge):
+    secret = await edge.grant()
+    await edge.append("prepare", payload=prepare_payload())
+    await edge.append("start")
+    client = edge.client(secret)
+    first = (await client.get("/v1/commands/next")).json()
+    r = await client.post("/v1/commands/1/result", json=result_for(first))
+    assert r.json() == {"recorded": True}
+    async with edge.engine.connect() as conn:
+        delivered = (await conn.execute(select(site_commands.c.first_delivered_at)
+                                        .where(site_commands.c.sequence == 2))).scalar_one()
+    assert delivered is None  # nothing handed out without next_wait
+
+
+async def test_next_wait_answers_null_after_the_wait_and_records_once(edge):
+    secret = await edge.grant()
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(secret)
+    first = (await client.get("/v1/commands/next")).json()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    r = await client.post("/v1/commands/1/result", params={"next_wait": 0.5},
+                          json=result_for(first))
+    assert r.json() == {"recorded": True, "next": None}
+    assert loop.time() - started >= 0.4  # it did wait (a lower bound, not a timing claim)
+    # The same result again (a Runtime retrying): not recorded twice, still no next.
+    r = await client.post("/v1/commands/1/result", params={"next_wait": 0},
+                          json=result_for(first))
+    assert r.json() == {"recorded": False, "next": None}
+    # A different result is still a conflict, and hands nothing out.
+    r = await client.post("/v1/commands/1/result", params={"next_wait": 0},
+                          json=result_for(first, phase="failed"))
+    assert r.status_code == 409 and r.json()["error"]["code"] == "result-conflict"
+    r = await client.post("/v1/commands/1/result", params={"next_wait": 31},
+                          json=result_for(first))
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid-request"
+    async with edge.engine.connect() as conn:
+        events = (await conn.execute(select(outbox_messages.c.type))).scalars().all()
+        result = (await conn.execute(select(site_commands.c.result_json))).scalar_one()
+    assert events.count("metallo.site_coordination.v1.SiteCommandResultRecorded") == 1
+    assert json.loads(result) == result_for(first)
+
+
+async def test_next_wait_long_polls_until_a_command_is_appended(edge):
+    secret = await edge.grant()
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(secret)
+    first = (await client.get("/v1/commands/next")).json()
+    post = asyncio.create_task(client.post("/v1/commands/1/result", params={"next_wait": 20},
+                                           json=result_for(first)))
+    await asyncio.sleep(0.3)
+    assert not post.done()
+    await edge.append("start")
+    r = await asyncio.wait_for(post, 20)
+    assert r.json()["recorded"] is True and r.json()["next"]["sequence"] == 2

@@ -97,11 +97,15 @@ async def test_whole_lifecycle_clones_runs_commits_and_pushes(edge, runtime, tmp
 
     # Logs are readable through read-log, bounded by max_bytes; no token in any of them.
     log = await runtime.handle(
-        await edge.append("read-log", payload={"stage": "compute", "max_bytes": 4096})
+        await edge.append(
+            "read-log", payload={"stage": "compute", "max_bytes": 4096, "viewer": "m-alice"}
+        )
     )
     assert "compute ran" in log["observation"]["log"]["text"]
     small = await runtime.handle(
-        await edge.append("read-log", payload={"stage": "compute", "max_bytes": 10})
+        await edge.append(
+            "read-log", payload={"stage": "compute", "max_bytes": 10, "viewer": "m-alice"}
+        )
     )
     assert len(small["observation"]["log"]["text"].encode()) <= 10
     assert small["observation"]["log"]["truncated"] is True

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_coordination.adaptors.tables import repository_grants
+from site_coordination.adaptors.tables import repository_grants, site_commands
 from sqlalchemy import select
 
 from tests.integration.site_coordination_support import start_harness
@@ -364,5 +364,65 @@ async def test_kill_between_grant_and_process_relaunches_once_and_revokes_the_fi
             ).all()
         assert len(grants) == 3  # the lost stage-in grant, the new one, stage-out
         assert all(g.revoked_at is not None for g in grants)
+    finally:
+        await b.close()
+
+
+async def _delivery(edge, sequence: int):
+    async with edge.engine.connect() as conn:
+        return (
+            await conn.execute(
+                select(
+                    site_commands.c.first_delivered_at,
+                    site_commands.c.delivery_count,
+                    site_commands.c.result_json,
+                ).where(site_commands.c.sequence == sequence)
+            )
+        ).one()
+
+
+async def test_the_next_command_comes_with_the_result_answer(edge, tmp_path):
+    seq = await _prepared(edge, tmp_path)
+    start_seq = await edge.append("start")
+    rt = await new_runtime(edge, tmp_path)
+    try:
+        await rt.handle(seq)
+        # Handed out with prepare's answer: delivered once, not journaled before acting.
+        handed = await _delivery(edge, start_seq)
+        assert handed.delivery_count == 1 and handed.result_json is None
+        assert rt.delivery.entry(start_seq) is None
+        started = await rt.handle(start_seq)
+        assert started["outcome"] == "succeeded"
+        assert (await _delivery(edge, start_seq)).delivery_count == 1  # no GET for it
+        assert await edge_result(edge, start_seq) == started
+    finally:
+        await rt.close()
+
+
+async def test_restart_between_the_result_and_journaling_the_handed_next_loses_nothing(
+    edge, tmp_path
+):
+    seq = await _prepared(edge, tmp_path)
+    start_seq = await edge.append("start")
+    a = await new_runtime(edge, tmp_path, fault=crash_at("next-handed"))
+    with pytest.raises(Crash):
+        await a.handle(seq)
+    assert a.delivery.entry(seq).state == "acknowledged"
+    assert a.delivery.entry(start_seq) is None  # handed out at the edge, never journaled
+    handed = await _delivery(edge, start_seq)
+    assert handed.first_delivered_at is not None and handed.result_json is None
+    await a.close()
+
+    b = await new_runtime(edge, tmp_path)
+    try:
+        started = await b.handle(start_seq)  # pulled again: the edge still has no result
+        assert started["outcome"] == "succeeded"
+        assert await edge_result(edge, start_seq) == started
+        again = await _delivery(edge, start_seq)
+        assert again.delivery_count == 2
+        done = await observe_until(b, edge, "att-1", {"succeeded", "failed"})
+        assert done["observation"]["phase"] == "succeeded"
+        assert stage_rows(b.state, "att-1")["stage-in"]["launches"] == 1
+        assert runner_starts(b.state, "stage-in") == 1
     finally:
         await b.close()

@@ -145,10 +145,23 @@ async def test_a_full_attempt_runs_three_exact_jobs_as_the_member_and_pushes_its
         s: (WORKSPACES / f"{drv.attempt_id}.{s}.log").read_text() for s in names(drv.attempt_id)
     }
     assert "exit status 0" in logs["compute"]
+    # A log is read only under the viewer's read permit (seed 001, Private Run log commands).
+    permits = _Permits()
+    executor.authority = permits
     read = await executor.read_log(
-        drv.command("read-log", {"stage": "compute", "max_bytes": 100000})
+        drv.command("read-log", {"stage": "compute", "max_bytes": 100000, "viewer": "m-alice"})
     )
     assert read.outcome == "succeeded" and read.observation["log"]["text"] == logs["compute"]
+    assert permits.requests[0]["path"] == "logs/compute.log" and permits.checks == 2
+    permits.refuse = True
+    refused = await executor.read_log(
+        drv.command("read-log", {"stage": "compute", "max_bytes": 100000, "viewer": "m-bob"})
+    )
+    assert (refused.outcome, refused.code, refused.observation) == (
+        "refused",
+        "authorisation-refused",
+        None,
+    )
 
     # No member token (nor Git token) in the journal, the logs, the job environment or log lines.
     journal_bytes = b"".join(
@@ -498,6 +511,30 @@ async def test_cancellation_before_start_ends_the_attempt_without_any_job(execut
     started = await executor.start(drv.command("start"))
     assert started.observation["phase"] == "cancelled" and started.native_jobs == []
     assert accounting(drv.attempt_id, 1, timeout=1) == []
+
+
+class _Permits:
+    """The Site edge's read permits (a port the real edge implements; tested there)."""
+
+    def __init__(self) -> None:
+        self.refuse = False
+        self.requests: list[dict] = []
+        self.checks = 0
+
+    async def authorise_execution(self, request):
+        return {"authorised": True}
+
+    async def authorise_read(self, request):
+        from site_runtime.application.log_reads import PermitRefused
+
+        self.requests.append(request)
+        if self.refuse:
+            raise PermitRefused("authorisation-refused", "viewer-not-authorised")
+        return {"permit_id": "rp-1", **request}
+
+    async def check_read_permit(self, permit_id):
+        self.checks += 1
+        return {"permit_id": permit_id}
 
 
 class _Authority:

@@ -255,10 +255,25 @@ def test_logs_validates_the_stage_first():
     assert result.code == 2 and "stage-in, compute, stage-out" in result.stderr
 
 
-def test_logs_says_plainly_when_the_platform_has_no_log_read():
-    from metallo.execution_core.v1 import execution_core_pb2
+async def test_logs_reads_through_execution_core_and_prints_the_text(amqp_url, topology):
+    states = iter(["pending", "ready"])
 
-    if hasattr(execution_core_pb2, "ReadRunLog"):
-        pytest.fail("ReadRunLog exists now: replace this test with one through the stand-in")
-    result = run_cli("run", "logs", RUN_ID)
-    assert result.code == 2 and "ReadRunLog" in result.stderr and "next:" in result.stderr
+    def read(q):
+        state = next(states)
+        return ec.RunLogRead(read_id=q.read_id, run_id=RUN_ID, attempt_number=1, stage="compute",
+                             state=state, text="the data file is missing\n" if state == "ready" else "",
+                             truncated=state == "ready")
+
+    handlers = {"ReadRunLog": lambda c: ec.ReadRunLogReply(read_id="r-1", state="pending"),
+                "GetRunLogRead": read}
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers) as s:
+        ok = await cli("run", "logs", RUN_ID, "--max-bytes", "1000")
+        handlers["GetRunLogRead"] = lambda q: ec.RunLogRead(
+            read_id=q.read_id, state="refused", reason_code="authorisation-refused")
+        refused = await cli("run", "logs", RUN_ID)
+    assert ok.code == 0, ok.stderr
+    assert ok.stdout == "the data file is missing\n"
+    assert "only the last 1000 bytes" in ok.stderr
+    sent = s.received[0]
+    assert (sent.run_id, sent.stage, sent.attempt_number, sent.max_bytes) == (RUN_ID, "compute", 0, 1000)
+    assert refused.code == 2 and "authorisation-refused" in refused.stderr

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from execution_core.application import requests, results
-from execution_core.application.ports import MessageOutbox, ProjectAuthority, RunStore
+from execution_core.adaptors.log_read_store import SqlLogReadStore
+from execution_core.application import log_reads, requests, results
+from execution_core.application.ports import (
+    LogReadStore,
+    MessageOutbox,
+    ProjectAuthority,
+    RunStore,
+)
+from execution_core.application.settings import Settings
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
 
 def register_requests(
-    server: CommandServer, store: RunStore, authority: ProjectAuthority, outbox: MessageOutbox
+    server: CommandServer,
+    store: RunStore,
+    authority: ProjectAuthority,
+    outbox: MessageOutbox,
+    *,
+    reads: LogReadStore | None = None,
+    settings: Settings | None = None,
 ) -> None:
-    """Serve LaunchRun, CancelRun (commands) and GetRun, ListRuns (queries) on ``server``."""
+    """Serve LaunchRun, CancelRun, ReadRunLog (commands) and GetRun, ListRuns,
+    GetRunLogRead (queries) on ``server``."""
+    reads = reads or SqlLogReadStore()
+    settings = settings or Settings()
 
     @server.command(pb.LaunchRun)
     async def launch(session, cmd):
@@ -34,12 +50,37 @@ def register_requests(
     async def list_(session, q):
         return await requests.list_runs(session, q, store=store, authority=authority)
 
+    @server.command(pb.ReadRunLog)
+    async def read_log(session, cmd):
+        return await log_reads.read_run_log(
+            session,
+            cmd,
+            store=store,
+            reads=reads,
+            authority=authority,
+            outbox=outbox,
+            settings=settings,
+        )
 
-def register_events(consumer: EventConsumer, store: RunStore) -> None:
-    """Consume Site Coordination's SiteCommandResultRecorded and SiteCommandAppended."""
+    @server.query(pb.GetRunLogRead)
+    async def get_log_read(session, q):
+        return await log_reads.get_run_log_read(
+            session, q, store=store, reads=reads, authority=authority
+        )
+
+
+def register_events(
+    consumer: EventConsumer, store: RunStore, *, reads: LogReadStore | None = None
+) -> None:
+    """Consume Site Coordination's SiteCommandResultRecorded and SiteCommandAppended
+    (results of ``read-log`` commands answer log reads)."""
+    reads = reads or SqlLogReadStore()
 
     @consumer.on(sc.SiteCommandResultRecorded)
     async def on_result(session, event):
+        if event.kind == log_reads.READ_LOG:
+            await log_reads.apply_log_result(session, event, store=store, reads=reads)
+            return
         await results.apply_result(session, event, store=store)
 
     @consumer.on(sc.SiteCommandAppended)

@@ -50,7 +50,9 @@ class ExecutionCore:
         self.sessions = session_factory(self.engine)
         self.client = RequestClient(self.amqp_url, self.topology)
         self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
-        register_requests(self.server, self.store, self.authority, self.outbox)
+        register_requests(
+            self.server, self.store, self.authority, self.outbox, settings=self.settings
+        )
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(

@@ -9,6 +9,8 @@
   with the result Site Coordination recorded for it;
 - ``run_transitions``: each change of a Run's state dimensions, with the Run's
   version, written in the transaction that made it (seed 002 §9.2);
+- ``log_reads``: one row per private Run log read with its ``read-log`` Site
+  command id, its deadline and, once the Site answered, the text (seed 001);
 - the messaging tables (outbox, inbox, command receipts).
 """
 
@@ -177,4 +179,28 @@ run_transitions = Table(
     _now_column("at"),
     # One entry per Run version: a replayed write can never add a second one.
     UniqueConstraint("run_id", "version", name="run_transitions_once"),
+)
+
+log_reads = Table(
+    "log_reads",
+    metadata,
+    Column("read_id", Text, primary_key=True),
+    Column("command_id", Text, nullable=False, unique=True),  # the read-log Site command
+    Column("project", Text, nullable=False),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False),
+    Column("attempt_id", Text, ForeignKey("attempts.attempt_id"), nullable=False),
+    Column("attempt_number", Integer, nullable=False),
+    Column("stage", Text, nullable=False),
+    Column("max_bytes", BigInteger, nullable=False),
+    Column("viewer", Text, nullable=False),
+    Column("site_id", Text, nullable=False),
+    Column("environment", Text, nullable=False),
+    Column("state", Text, nullable=False, server_default="pending"),
+    Column("text", Text, nullable=False, server_default=""),
+    Column("truncated", Boolean, nullable=False, server_default=text("false")),
+    Column("reason_code", Text, nullable=False, server_default=""),
+    Column("message", Text, nullable=False, server_default=""),
+    _now_column("created_at"),
+    Column("deadline_at", DateTime(timezone=True), nullable=False),
+    _now_column("answered_at", nullable=True),
 )

@@ -8,6 +8,7 @@
 - :class:`RunStore` — Execution Core's own PostgreSQL rows.
 - :class:`MessageOutbox` — events and Site commands written in the caller's
   transaction (the transactional outbox).
+- :class:`LogReadStore` — private Run log reads (seed 001, Private Run log commands).
 """
 
 from __future__ import annotations
@@ -168,3 +169,22 @@ class RunStore(Protocol):
         after: tuple[datetime, str] | None,
         limit: int,
     ) -> list[Row]: ...
+
+
+class LogReadStore(Protocol):
+    """Private Run log reads (table ``log_reads``). Every method runs in the caller's
+    transaction."""
+
+    async def insert_read(self, session: AsyncSession, values: Row) -> None: ...
+
+    async def find_read(self, session: AsyncSession, read_id: str) -> Row | None: ...
+
+    async def find_read_by_command(
+        self, session: AsyncSession, command_id: str, *, for_update: bool = False
+    ) -> Row | None:
+        """The read whose ``read-log`` Site command is ``command_id``."""
+        ...
+
+    async def answer_read(self, session: AsyncSession, read_id: str, values: Row) -> bool:
+        """Write the Site's answer once (only a pending read changes); True when it did."""
+        ...

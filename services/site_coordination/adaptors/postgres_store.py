@@ -96,6 +96,31 @@ _GRANT_AND_COMMAND_FOR_RESULT = text(f"""
     SELECT g.*, c.* FROM g LEFT JOIN c ON true
 """)
 
+_SAVE_RESULT = text("""
+    WITH saved AS (
+        UPDATE site_commands SET result_json = :result, result_recorded_at = now()
+        WHERE command_id = :command_id AND result_json IS NULL
+        RETURNING site_id, environment, sequence
+    ), acked AS (
+        UPDATE site_streams s SET acknowledged_sequence = saved.sequence
+        FROM saved
+        WHERE s.site_id = saved.site_id AND s.environment = saved.environment
+          AND s.acknowledged_sequence = saved.sequence - 1
+        RETURNING s.site_id, s.environment, s.acknowledged_sequence
+    ), handed AS (
+        UPDATE site_commands c
+        SET first_delivered_at = coalesce(c.first_delivered_at, now()),
+            delivery_count = c.delivery_count + 1
+        FROM acked a
+        WHERE CAST(:deliver AS boolean)
+          AND c.site_id = a.site_id AND c.environment = a.environment
+          AND c.sequence = a.acknowledged_sequence + 1
+        RETURNING c.*
+    )
+    SELECT (SELECT count(*) FROM acked) AS n, pg_notify(:channel, :payload) AS notified, handed.*
+    FROM (SELECT 1) AS one LEFT JOIN handed ON true
+""")
+
 
 def _prefixed_grant(row: Any) -> CommandGrant | None:
     if row.g_grant_id is None:
@@ -213,29 +238,19 @@ class PostgresSiteStore:
         found = (_command(row), int(row.acknowledged_sequence)) if row.command_id else None
         return _prefixed_grant(row), row.g_now, found
 
-    async def save_result(self, command: StoredCommand, result_json: str) -> None:
+    async def save_result(self, command: StoredCommand, result_json: str, *,
+                          deliver_next: bool = False) -> StoredCommand | None:
         # One statement: the result, the acknowledgement advancing with it (seed 004
-        # §4A: in the same transaction) and the wake-up of long-polls at commit.
-        advanced = (await (await self._core()).execute(text(
-            """
-            WITH saved AS (
-                UPDATE site_commands SET result_json = :result, result_recorded_at = now()
-                WHERE command_id = :command_id AND result_json IS NULL
-                RETURNING site_id, environment, sequence
-            ), acked AS (
-                UPDATE site_streams s SET acknowledged_sequence = saved.sequence
-                FROM saved
-                WHERE s.site_id = saved.site_id AND s.environment = saved.environment
-                  AND s.acknowledged_sequence = saved.sequence - 1
-                RETURNING s.site_id
-            )
-            SELECT count(*) AS n, pg_notify(:channel, :payload) FROM acked
-            """),
-            {"result": result_json, "command_id": command.command_id, "channel": NOTIFY_CHANNEL,
-             "payload": f"{command.stream.site_id}\x1f{command.stream.environment}"},
-        )).first()
-        if advanced is None or advanced.n != 1:
+        # §4A: in the same transaction), the wake-up of long-polls at commit and, when
+        # asked, the hand-out of the command after it (as ``deliver_next`` would).
+        row = (await (await self._core()).execute(_SAVE_RESULT, {
+            "result": result_json, "command_id": command.command_id, "deliver": deliver_next,
+            "channel": NOTIFY_CHANNEL,
+            "payload": f"{command.stream.site_id}\x1f{command.stream.environment}",
+        })).first()
+        if row is None or row.n != 1:
             raise RuntimeError("stream acknowledgement moved under a held lock")
+        return _command(row) if row.command_id is not None else None
 
     async def add_progress(self, command_id: str, code: str) -> bool:
         result = await self.session.execute(

@@ -76,9 +76,11 @@ class SiteStore(Protocol):
         """In one read: the grant (or None), the database's now, and what
         :meth:`command_for_result` returns (stream row locked for this transaction)."""
         ...
-    async def save_result(self, command: StoredCommand, result_json: str) -> None:
+    async def save_result(self, command: StoredCommand, result_json: str, *,
+                          deliver_next: bool = False) -> StoredCommand | None:
         """Save the result, advance the stream's acknowledgement to its sequence and wake
-        the stream's long-polls at commit."""
+        the stream's long-polls at commit. With ``deliver_next``, also hand out the
+        command after it (as :meth:`deliver_next`) and return it (None when none)."""
         ...
     async def add_progress(self, command_id: str, code: str) -> bool:
         """Record (command, code) once; True when new."""

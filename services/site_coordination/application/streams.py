@@ -7,6 +7,7 @@ Use cases run inside one transaction given as a :class:`SiteStore` and an
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
@@ -132,24 +133,46 @@ async def record_result(store: SiteStore, events: EventPublisher, grant: Command
     # The stream row is locked first: concurrent reports are decided one at a time,
     # so only one result can ever win.
     found = await store.command_for_result(str(result["command_id"]))
-    return await _record(store, events, grant, found, sequence, result)
+    recorded, _ = await _record(store, events, grant, found, sequence, result, False)
+    return recorded
+
+
+@dataclass(frozen=True)
+class ResultAnswer:
+    """What :func:`record_result_for` decided: ``recorded`` (False: the identical result
+    was already recorded), the caller's ``grant``, and — when asked for — the ``next``
+    command of the stream, delivered in the same transaction (None when there is none)."""
+
+    recorded: bool
+    grant: CommandGrant
+    next: StoredCommand | None = None
 
 
 async def record_result_for(store: SiteStore, events: EventPublisher, authorization: str | None,
-                            sequence: int, result: dict[str, Any]) -> bool:
+                            sequence: int, result: dict[str, Any], *,
+                            deliver_next: bool = False) -> ResultAnswer:
     """:func:`record_result` for the grant in ``authorization``, read afresh in the same
-    statement that finds the command and locks its stream (seed 004 §4A–4B).
+    statement that finds the command and locks its stream (seed 004 §4A–4B). With
+    ``deliver_next`` the command after the acknowledged one is also handed out (marked
+    delivered, as :func:`pull_next`) in this same transaction, so a Runtime needs no
+    second request for it.
 
-    Raises :class:`Unauthenticated` ``credential-*`` first, then as :func:`record_result`.
+    Raises :class:`Unauthenticated` ``credential-*`` first, then as :func:`record_result`;
+    on a refusal nothing is recorded and nothing is delivered.
     """
     grant, now, found = await store.grant_and_command_for_result(
         secret_hash(parse_bearer(authorization)), str(result["command_id"]))
-    return await _record(store, events, check_grant(grant, now), found, sequence, result)
+    grant = check_grant(grant, now)
+    recorded, handed = await _record(store, events, grant, found, sequence, result, deliver_next)
+    if deliver_next and not recorded:
+        handed = await store.deliver_next(grant.stream)  # a replay: hand out the current next
+    return ResultAnswer(recorded=recorded, grant=grant, next=handed)
 
 
 async def _record(store: SiteStore, events: EventPublisher, grant: CommandGrant,
                   found: tuple[StoredCommand, int] | None, sequence: int,
-                  result: dict[str, Any]) -> bool:
+                  result: dict[str, Any], deliver_next: bool,
+                  ) -> tuple[bool, StoredCommand | None]:
     if found is None:
         raise NotFound("command-not-found", "no command has this command_id")
     command, acknowledged = found
@@ -159,8 +182,8 @@ async def _record(store: SiteStore, events: EventPublisher, grant: CommandGrant,
                       f"command {command.command_id} has sequence {command.sequence}, not {sequence}")
     result_json = canonical_json(result)
     if not decide_result(command, acknowledged, result_json):
-        return False
-    await store.save_result(command, result_json)
+        return False, None
+    handed = await store.save_result(command, result_json, deliver_next=deliver_next)
     await events.publish(
         sc_pb2.SiteCommandResultRecorded(
             command_id=command.command_id, site_id=command.stream.site_id,
@@ -170,7 +193,7 @@ async def _record(store: SiteStore, events: EventPublisher, grant: CommandGrant,
         ),
         aggregate_id=_aggregate(command.stream),
     )
-    return True
+    return True, handed
 
 
 async def report_progress(store: SiteStore, events: EventPublisher, grant: CommandGrant,

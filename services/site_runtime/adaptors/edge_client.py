@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 from site_runtime.application.ports import SiteCommand
 from site_runtime.application.site_access import RepositoryGrant
 
@@ -46,7 +47,7 @@ class EdgeSettings:
 
 class EdgeClient:
     """The Site edge over httpx (see module doc). Implements the worker's EdgePort and
-    the executors' ExecutionAuthority and RepositoryGrants ports."""
+    the executors' ExecutionAuthority, RepositoryGrants and ReadPermits ports."""
 
     def __init__(self, settings: EdgeSettings) -> None:
         if not settings.base_url.startswith("https://"):
@@ -138,26 +139,35 @@ class EdgeClient:
         )
         if response.status_code == 204:
             return None
-        body = _json(response)
-        try:
-            return SiteCommand(
-                sequence=int(body["sequence"]),
-                command_id=str(body["command_id"]),
-                kind=str(body["kind"]),
-                site_id=str(body["site_id"]),
-                environment=str(body["environment"]),
-                run_id=str(body["run_id"]),
-                attempt_id=str(body["attempt_id"]),
-                attempt_number=int(body["attempt_number"]),
-                payload=dict(body.get("payload") or {}),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise EdgeUnavailable("the edge sent a command of an unknown shape") from None
+        return _command(_json(response))
 
     async def record_result(self, sequence: int, result: dict[str, Any]) -> bool:
         """``POST /v1/commands/{sequence}/result`` → ``recorded`` (True/False)."""
         response = await self._request("POST", f"/v1/commands/{int(sequence)}/result", json=result)
         return bool(_json(response).get("recorded"))
+
+    async def record_result_and_next(
+        self, sequence: int, result: dict[str, Any], next_wait: float = 0.0
+    ) -> tuple[bool, SiteCommand | None]:
+        """``POST /v1/commands/{sequence}/result?next_wait=`` → ``(recorded, next)``: the
+        stream's next command handed out with the answer; None when none arrived within
+        ``next_wait`` seconds (0..30) or the edge answers without ``next``."""
+        wait = max(0.0, min(30.0, next_wait))
+        response = await self._request(
+            "POST",
+            f"/v1/commands/{int(sequence)}/result",
+            json=result,
+            params={"next_wait": wait},
+            timeout=self.settings.timeout_seconds + wait,
+        )
+        body = _json(response)
+        handed = body.get("next")
+        try:
+            command = _command(handed) if isinstance(handed, dict) else None
+        except EdgeUnavailable:
+            # The result is recorded either way; the GET that follows reports the shape.
+            command = None
+        return bool(body.get("recorded")), command
 
     async def report_progress(self, sequence: int, command_id: str, code: str) -> None:
         """``POST /v1/commands/{sequence}/progress`` with a catalogued deferral code."""
@@ -220,6 +230,45 @@ class EdgeClient:
         except EdgeRefused as refused:
             if refused.status != 404:
                 raise
+
+    # ------------------------------------------------------------------ read permits
+    async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``POST /v1/authorisations/read`` → the permit (seed 001, Private reads).
+        Raises PermitRefused (the edge's code and reason) or PermitUnavailable."""
+        return await self._permit("/v1/authorisations/read", request)
+
+    async def check_read_permit(self, permit_id: str) -> dict[str, Any]:
+        """``POST /v1/read-permits/{permit_id}/check`` → the permit, confirmed now."""
+        return await self._permit(f"/v1/read-permits/{_segment(permit_id)}/check", None)
+
+    async def _permit(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            response = await self._request(
+                "POST", path, json=body, unavailable_code="authority-unavailable"
+            )
+            return _json(response)
+        except EdgeRefused as refused:
+            raise PermitRefused(refused.code, refused.reason) from None
+        except EdgeUnavailable:
+            raise PermitUnavailable(path) from None
+
+
+def _command(body: dict[str, Any]) -> SiteCommand:
+    """A command as the edge sends it (docs/site-commands.md); EdgeUnavailable otherwise."""
+    try:
+        return SiteCommand(
+            sequence=int(body["sequence"]),
+            command_id=str(body["command_id"]),
+            kind=str(body["kind"]),
+            site_id=str(body["site_id"]),
+            environment=str(body["environment"]),
+            run_id=str(body["run_id"]),
+            attempt_id=str(body["attempt_id"]),
+            attempt_number=int(body["attempt_number"]),
+            payload=dict(body.get("payload") or {}),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise EdgeUnavailable("the edge sent a command of an unknown shape") from None
 
 
 def _segment(value: str) -> str:

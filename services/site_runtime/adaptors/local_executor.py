@@ -35,6 +35,7 @@ from typing import Any
 from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
 from site_runtime.adaptors.local_processes import StageProcesses, tail
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.log_reads import ReadPermits, permitted_read
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
 from site_runtime.domain.local_batch import (
@@ -90,11 +91,14 @@ class LocalExecutor:
         journal: LocalJobsJournal,
         authority: ExecutionAuthority,
         grants: RepositoryGrants,
+        permits: ReadPermits | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
         self.authority = authority
         self.grants = grants
+        # Read permits come from the same Site edge as execution authority by default.
+        self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
         self._locks: dict[str, asyncio.Lock] = {}
         self.processes = StageProcesses()
         self._task: asyncio.Task | None = None
@@ -311,19 +315,15 @@ class LocalExecutor:
         return await handler(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
-        """The tail of one stage's Attempt-scoped log: at most ``max_bytes`` (≤ 5 MiB)
-        as ``observation.log`` ``{stage, text, truncated}``."""
+        """The tail of one stage's Attempt-scoped log, read only under the viewer's read
+        permit (``application/log_reads.py``: permit, confirm, read, confirm; ten
+        seconds at most): at most ``max_bytes`` (≤ 5 MiB) as ``observation.log``
+        ``{stage, text, truncated}``. Refusals: ``unknown-stage``,
+        ``attempt-not-prepared`` and those of :func:`permitted_read`. It takes no
+        Attempt lock, so a read never waits behind an Attempt being advanced."""
         stage = command.payload.get("stage", "compute")
         if stage not in NEXT_STAGE:
             return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
-        try:
-            max_bytes = max(
-                0, min(int(command.payload.get("max_bytes", MAX_LOG_BYTES)), MAX_LOG_BYTES)
-            )
-        except (TypeError, ValueError):
-            return CommandResult(
-                command.command_id, "refused", "invalid-request", "max_bytes is not a number"
-            )
         row = self.journal.attempt(command.attempt_id)
         if row is None:
             return CommandResult(
@@ -332,22 +332,17 @@ class LocalExecutor:
                 "attempt-not-prepared",
                 "the Attempt was not prepared at this Runtime",
             )
-        path = row.workspace / "logs" / f"{stage}.log"
+        logs = row.workspace / "logs"
+
+        async def read_tail(name: str, max_bytes: int) -> tuple[bytes, int]:
+            return await asyncio.to_thread(tail, logs / f"{name}.log", max_bytes)
+
         try:
-            data, size = await asyncio.to_thread(tail, path, max_bytes)
+            return await permitted_read(command, self.permits, read_tail)
         except OSError:
-            raise Deferred("workspace-unavailable", "the log cannot be read now") from None
-        return CommandResult(
-            command.command_id,
-            "succeeded",
-            observation={
-                "log": {
-                    "stage": stage,
-                    "text": data.decode("utf-8", "replace"),
-                    "truncated": size > len(data),
-                }
-            },
-        )
+            return CommandResult(
+                command.command_id, "refused", "workspace-unavailable", "the log cannot be read"
+            )
 
     # ================================================================ internals
     def _result(

@@ -35,6 +35,7 @@ The executor is assembled from one part per concern:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -48,6 +49,7 @@ from site_runtime.adaptors.slurm_job_model import STAGES
 from site_runtime.adaptors.slurm_material import Refusal, prepared_record
 from site_runtime.adaptors.slurm_observation import ChainObservation
 from site_runtime.adaptors.slurm_submission import DeadlinePassed
+from site_runtime.application.log_reads import ReadPermits, permitted_read
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 
 log = logging.getLogger("metallo.site_runtime.slurm")
@@ -298,16 +300,14 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         return await handler(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
-        """The tail of one stage's Attempt-scoped log (at most ``max_bytes``, ≤ 5 MiB)."""
+        """The tail of one stage's Attempt-scoped log (at most ``max_bytes``, ≤ 5 MiB),
+        read only under the viewer's read permit from the Site edge
+        (``application/log_reads.py``: permit, confirm, read, confirm; ten seconds at
+        most). Refusals: ``unknown-stage``, ``attempt-not-prepared`` and those of
+        :func:`permitted_read`."""
         stage = command.payload.get("stage", "compute")
         if stage not in STAGES:
             return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
-        try:
-            max_bytes = min(int(command.payload.get("max_bytes", MAX_LOG_BYTES)), MAX_LOG_BYTES)
-        except (TypeError, ValueError):
-            return CommandResult(
-                command.command_id, "refused", "invalid-request", "max_bytes is not a number"
-            )
         if self.journal.attempt(command.attempt_id) is None:
             return CommandResult(
                 command.command_id,
@@ -315,21 +315,20 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
                 "attempt-not-prepared",
                 "the Attempt was not prepared at this Site",
             )
+
+        async def read_tail(name: str, max_bytes: int) -> tuple[bytes, int]:
+            return await asyncio.to_thread(
+                _read_tail, self._log_path(command.attempt_id, name), max_bytes
+            )
+
+        # Read permits come from the Site edge that also authorises execution.
+        permits = self.authority if isinstance(self.authority, ReadPermits) else None
         try:
-            data, size = _read_tail(self._log_path(command.attempt_id, stage), max_bytes)
+            return await permitted_read(command, permits, read_tail)
         except OSError:
-            raise Deferred("workspace-unavailable", "the log cannot be read now") from None
-        return CommandResult(
-            command.command_id,
-            "succeeded",
-            observation={
-                "log": {
-                    "stage": stage,
-                    "text": data.decode("utf-8", "replace"),
-                    "truncated": size > len(data),
-                }
-            },
-        )
+            return CommandResult(
+                command.command_id, "refused", "workspace-unavailable", "the log cannot be read"
+            )
 
     async def _authorise(self, run_id: str, attempt_id: str, record: dict[str, Any]) -> str | None:
         """Ask current authority for a new native effect: None, or the refusal's reason."""

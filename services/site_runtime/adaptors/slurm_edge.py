@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import httpx
 
 from metallo.identity.verify import MemberCredential
+from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 
 
 class EdgeUnavailable(Exception):
@@ -190,6 +191,31 @@ class SiteEdgeAccess:
         if response.status_code in (200, 204, 404):
             return
         _checked(response, "repository-unavailable")
+
+    async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``POST /v1/authorisations/read`` → a viewer read permit (seed 001, Private
+        reads). Raises PermitRefused (edge code and reason) or PermitUnavailable."""
+        return await self._permit("/v1/authorisations/read", request)
+
+    async def check_read_permit(self, permit_id: str) -> dict[str, Any]:
+        """``POST /v1/read-permits/{permit_id}/check`` → the permit, confirmed now."""
+        if not permit_id or "/" in permit_id or len(permit_id) > 128:
+            raise PermitRefused("read-permit-not-found")
+        return await self._permit(f"/v1/read-permits/{permit_id}/check", None)
+
+    async def _permit(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            response = await self._request("POST", path, "authority-unavailable", json=body)
+            return _checked(response, "authority-unavailable")
+        except EdgeUnavailable:
+            raise PermitUnavailable(path) from None
+        except EdgeRefused as refused:
+            reason = None
+            try:
+                reason = response.json()["error"].get("reason")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+            raise PermitRefused(refused.code, reason) from None
 
 
 def _checked(response: httpx.Response, code: str) -> dict[str, Any]:

@@ -49,6 +49,15 @@ class EdgePort(Protocol):
         result was recorded, EdgeUnavailable when the edge cannot answer."""
         ...
 
+    async def record_result_and_next(
+        self, sequence: int, result: dict[str, Any], next_wait: float = 0.0
+    ) -> tuple[bool, SiteCommand | None]:
+        """As :meth:`record_result`, and also the stream's next command handed out with
+        the answer (``next_wait`` 0..30 seconds to wait for one), or None. The next
+        command is delivered at the edge but NOT journaled: the caller journals it
+        before acting, exactly as a pulled one. Raises as :meth:`record_result`."""
+        ...
+
     async def report_progress(self, sequence: int, command_id: str, code: str) -> None:
         """Report a deferral code for a pending command (best effort for the caller)."""
         ...

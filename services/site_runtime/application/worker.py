@@ -4,6 +4,11 @@ seed 001, deferrals).
 For each command: pull it from the Site edge → journal it in ``delivery.sqlite``
 BEFORE acting → dispatch it by ``kind`` to the executor → save the exact result in
 the journal BEFORE reporting it → record it at the edge → mark it acknowledged.
+Recording a result also asks for the stream's next command (``next_wait``), which
+the edge hands out with its answer; the worker then takes that one instead of
+pulling, and journals it BEFORE acting exactly like a pulled one. Until journaled it
+lives only in memory: after a restart the edge hands out the same command again
+(it has no result), so nothing is lost.
 
 After a restart a command whose result was saved is replayed (recorded again; the
 edge treats an identical result as already recorded), and a command that was
@@ -77,6 +82,9 @@ class WorkerSettings:
     """``wait_seconds``: long-poll wait per pull (0..30). Delays are in seconds."""
 
     wait_seconds: float = 20.0
+    #: How long a result report waits for the next command (0..30 s). 0: take it only
+    #: when one is already waiting; otherwise the following step long-polls with GET.
+    next_wait_seconds: float = 0.0
     edge_backoff_initial: float = 0.5
     edge_backoff_maximum: float = 30.0
     deferral_backoff_initial: float = 1.0
@@ -87,8 +95,10 @@ class Worker:
     """Delivers the commands of one stream to one executor (see module doc).
 
     ``fault(step)`` is called at each journal step (``journaled``, ``dispatched``,
-    ``executed``, ``result-saved``, ``reported``); the default does nothing and tests
-    use it to stop the worker at exactly that point, as a kill would.
+    ``executed``, ``result-saved``, ``reported``, and ``next-handed`` when the edge
+    handed out the next command with a result's answer, before it is journaled); the
+    default does nothing and tests use it to stop the worker at exactly that point,
+    as a kill would.
     """
 
     def __init__(
@@ -105,6 +115,9 @@ class Worker:
         self.settings = settings or WorkerSettings()
         self.fault = fault
         self._dispatched_here: set[int] = set()
+        # The next command the edge handed out with the last result's answer; not yet
+        # journaled, so it is only taken by the next step, which journals it first.
+        self._handed: SiteCommand | None = None
         # Commands journaled before this process started and still without a result:
         # whatever was done for them is uncertain, so they go to executor.recover.
         self._uncertain = {e.sequence for e in journal.unfinished() if e.result_json is None}
@@ -147,7 +160,9 @@ class Worker:
         for entry in self.journal.unfinished():
             if entry.state == "resulted" and entry.result_json is not None:
                 await self._report(entry, entry.result_json)
-        command = await self._pull(stop)
+        command, self._handed = self._handed, None
+        if command is None:
+            command = await self._pull(stop)
         if command is None:
             # Nothing within the long-poll wait; a short wait must not become a busy loop.
             return max(0.0, 0.5 - self.settings.wait_seconds)
@@ -267,7 +282,9 @@ class Worker:
 
     async def _report(self, entry: JournalEntry, result_json: str) -> None:
         try:
-            recorded = await self.edge.record_result(entry.sequence, json.loads(result_json))
+            recorded, handed = await self.edge.record_result_and_next(
+                entry.sequence, json.loads(result_json), self.settings.next_wait_seconds
+            )
         except EdgeRefused as error:
             if error.code == "result-conflict":
                 log.error(
@@ -287,6 +304,9 @@ class Worker:
             entry.command.kind,
             "recorded" if recorded else "already recorded",
         )
+        if handed is not None:
+            self._handed = handed
+            self.fault("next-handed")
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

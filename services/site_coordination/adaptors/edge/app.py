@@ -38,6 +38,7 @@ from site_coordination.application.ports import (
 from site_coordination.domain.deferrals import DeferralCatalogue
 from site_coordination.domain.errors import Refusal
 from site_coordination.domain.grants import CommandGrant
+from site_coordination.domain.streams import StoredCommand, StreamKey
 
 log = logging.getLogger("site_coordination.edge")
 
@@ -177,6 +178,30 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
     async def _grant(store: PostgresSiteStore, request: Request) -> CommandGrant:
         return await authenticate(store, request.headers.get("authorization"))
 
+    async def _pull_until(request: Request, deadline: float,
+                          stream: StreamKey | None = None) -> StoredCommand | None:
+        """Look for the next command until ``deadline`` (loop time). Each look is one
+        statement that reads the grant afresh and delivers. ``stream`` given: the caller
+        has just looked, so wait for a wake-up first."""
+        svc = _svc(request)
+        loop = asyncio.get_running_loop()
+        pull_sessions = svc.autocommit_sessions or svc.sessions
+        while True:
+            if stream is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return None
+                if svc.notifier is not None:
+                    await svc.notifier.wait(stream, min(remaining, 1.0))
+                else:
+                    await asyncio.sleep(min(remaining, 0.2))
+            async with pull_sessions() as session, session.begin():
+                grant, command = await streams.pull_next_for(
+                    PostgresSiteStore(session), request.headers.get("authorization"))
+            if command is not None:
+                return command
+            stream = grant.stream
+
     @router.get("/commands/next", response_model=s.SiteCommand, tags=["commands"],
                 responses={204: {"description": "No command within the wait"}})
     async def next_command(request: Request,
@@ -184,36 +209,48 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         """The next command of the caller's stream: the one after the last recorded result,
         the same one again until its result is recorded; 204 when none arrives in ``wait``."""
         svc = _svc(request)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(wait, svc.settings.max_wait_seconds)
-        pull_sessions = svc.autocommit_sessions or svc.sessions
-        while True:
-            # One statement per look: the grant read afresh (every loop) and the delivery.
-            async with pull_sessions() as session, session.begin():
-                grant, command = await streams.pull_next_for(
-                    PostgresSiteStore(session), request.headers.get("authorization"))
-            if command is not None:
-                # Built by us from stored rows: no response-model validation needed.
-                return JSONResponse(command.to_wire())
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return Response(status_code=204)
-            if svc.notifier is not None:
-                await svc.notifier.wait(grant.stream, min(remaining, 1.0))
-            else:
-                await asyncio.sleep(min(remaining, 0.2))
+        deadline = asyncio.get_running_loop().time() + min(wait, svc.settings.max_wait_seconds)
+        command = await _pull_until(request, deadline)
+        if command is None:
+            return Response(status_code=204)
+        # Built from stored rows: no response-model validation needed.
+        return JSONResponse(command.to_wire())
 
     @router.post("/commands/{sequence}/result", response_model=s.ResultRecorded, tags=["commands"])
-    async def record_result(request: Request, body: s.CommandResult,
-                            sequence: int = Path(ge=1, le=MAX_SEQUENCE)):
+    async def record_result(
+        request: Request, body: s.CommandResult,
+        sequence: int = Path(ge=1, le=MAX_SEQUENCE),
+        next_wait: float | None = Query(
+            None, ge=0, le=30,
+            description="When given: also answer the stream's next command as \"next\" "
+                        "(delivered as by GET /v1/commands/next), waiting up to this many "
+                        "seconds for one (long-poll); null when none arrives"),
+    ):
         """Record the exact result of command ``sequence`` (once; acknowledgement advances
-        with it). 409 ``result-conflict`` / ``command-not-delivered``."""
+        with it). 409 ``result-conflict`` / ``command-not-delivered``. With ``next_wait``
+        the answer also carries ``next``: the following command or null."""
         svc = _svc(request)
         async with svc.sessions.begin() as session:
-            recorded = await streams.record_result_for(
+            answer = await streams.record_result_for(
                 PostgresSiteStore(session), svc.events(session),
-                request.headers.get("authorization"), sequence, body.model_dump(mode="json"))
-        return JSONResponse({"recorded": recorded})
+                request.headers.get("authorization"), sequence, body.model_dump(mode="json"),
+                deliver_next=next_wait is not None)
+        if next_wait is None:
+            return JSONResponse({"recorded": answer.recorded})
+        handed = answer.next
+        if handed is None and next_wait > 0:
+            # The result is committed: from here on a failure must not turn the answer
+            # into an error, or the Runtime would believe the result unrecorded. It gets
+            # ``next: null`` and pulls with GET, which reports the problem.
+            deadline = asyncio.get_running_loop().time() + min(next_wait,
+                                                               svc.settings.max_wait_seconds)
+            try:
+                handed = await _pull_until(request, deadline, answer.grant.stream)
+            except (Refusal, DBAPIError, OSError) as exc:
+                log.info("next command after the result of %s not handed out: %s",
+                         sequence, getattr(exc, "code", type(exc).__name__))
+        return JSONResponse({"recorded": answer.recorded,
+                             "next": handed.to_wire() if handed is not None else None})
 
     @router.post("/commands/{sequence}/progress", response_model=s.ProgressAccepted,
                  status_code=202, tags=["commands"])

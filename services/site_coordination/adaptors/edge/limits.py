@@ -3,16 +3,24 @@
 Pure ASGI middleware: a body above ``max_bytes`` gets 413 ``body-too-large``; JSON
 nested deeper than ``max_depth`` gets 422 ``body-too-deep``; both before any
 handler runs, so nothing changes.
+
+``POST /v1/commands/{sequence}/result`` alone may carry up to ``max_result_bytes``
+(6 MiB): a ``read-log`` result holds up to 5 MiB of encoded log text (seed 001,
+Private Run log commands), far above the general bound.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 from site_coordination.domain.canonical import json_depth_ok
 
 log = logging.getLogger("site_coordination.edge")
+
+RESULT_PATH = re.compile(r"^/v1/commands/[0-9]{1,19}/result$")
+MAX_RESULT_BODY_BYTES = 6 * 1024 * 1024
 
 
 async def _send_error(send, status: int, code: str, message: str) -> None:
@@ -26,15 +34,23 @@ async def _send_error(send, status: int, code: str, message: str) -> None:
 class BodyLimits:
     """Buffer and check each request body, then replay it to ``app``."""
 
-    def __init__(self, app, *, max_bytes: int = 256 * 1024, max_depth: int = 32) -> None:
+    def __init__(self, app, *, max_bytes: int = 256 * 1024, max_depth: int = 32,
+                 max_result_bytes: int = MAX_RESULT_BODY_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
+        self.max_result_bytes = max_result_bytes
+
+    def _limit(self, scope) -> int:
+        if scope.get("method") == "POST" and RESULT_PATH.match(scope.get("path", "")):
+            return max(self.max_bytes, self.max_result_bytes)
+        return self.max_bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope)
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
@@ -42,10 +58,10 @@ class BodyLimits:
                 except ValueError:
                     await _send_error(send, 400, "malformed-request", "invalid Content-Length")
                     return
-                if declared > self.max_bytes:
+                if declared > limit:
                     log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
                     await _send_error(send, 413, "body-too-large",
-                                      f"request bodies are limited to {self.max_bytes} bytes")
+                                      f"request bodies are limited to {limit} bytes")
                     return
         chunks: list[bytes] = []
         size = 0
@@ -56,10 +72,10 @@ class BodyLimits:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > limit:
                 log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
                 await _send_error(send, 413, "body-too-large",
-                                  f"request bodies are limited to {self.max_bytes} bytes")
+                                  f"request bodies are limited to {limit} bytes")
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)

@@ -59,6 +59,10 @@ class CommandResult(BaseModel):
 
 class ResultRecorded(BaseModel):
     recorded: bool = Field(description="true: recorded now; false: the identical result was already recorded")
+    next: SiteCommand | None = Field(
+        None, description="Only when next_wait was given: the stream's next command "
+                          "(delivered as by GET /v1/commands/next), or null when none arrived "
+                          "within next_wait; absent otherwise")
 
 
 class ProgressReport(_Strict):
