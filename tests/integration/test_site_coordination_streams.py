@@ -302,3 +302,46 @@ async def test_next_wait_long_polls_until_a_command_is_appended(edge):
     await edge.append("start")
     r = await asyncio.wait_for(post, 20)
     assert r.json()["recorded"] is True and r.json()["next"]["sequence"] == 2
+
+
+async def test_concurrent_runtimes_taking_next_from_results_record_each_once(edge):
+    secret = await edge.grant()
+    total = 12
+    for i in range(total):
+        await edge.append("prepare" if i == 0 else "observe",
+                          payload=prepare_payload() if i == 0 else {})
+    seen: list[int] = []
+    outcomes: dict[str, int] = {"recorded": 0, "replayed": 0, "conflict": 0}
+
+    async def runtime(variant: str) -> None:
+        client = edge.client(secret)
+        command = None
+        while True:
+            if command is None:
+                r = await client.get("/v1/commands/next", params={"wait": 0})
+                if r.status_code == 204:
+                    return
+                command = r.json()
+            body = result_for(command, phase="running" if variant == "a" else "queued")
+            r = await client.post(f"/v1/commands/{command['sequence']}/result",
+                                  params={"next_wait": 0}, json=body)
+            if r.status_code == 200:
+                outcomes["recorded" if r.json()["recorded"] else "replayed"] += 1
+                if r.json()["recorded"]:
+                    seen.append(command["sequence"])
+                command = r.json()["next"]
+            else:
+                assert r.status_code == 409, r.text
+                assert r.json()["error"]["code"] in {"result-conflict", "command-not-delivered"}
+                outcomes["conflict"] += 1
+                command = None
+
+    await asyncio.gather(*(runtime(v) for v in "abab"))
+    assert outcomes["recorded"] == total
+    assert seen == list(range(1, total + 1))
+    async with edge.engine.connect() as conn:
+        rows = (await conn.execute(select(site_commands.c.result_json))).scalars().all()
+        ack = (await conn.execute(select(site_streams.c.acknowledged_sequence))).scalar_one()
+        events = (await conn.execute(select(outbox_messages.c.type))).scalars().all()
+    assert ack == total and all(rows)
+    assert events.count("metallo.site_coordination.v1.SiteCommandResultRecorded") == total

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 from sqlalchemy import text
@@ -28,37 +27,28 @@ from metallo.messaging.topology import (
 
 NOTIFY_CHANNEL = "metallo_outbox"
 
-_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:aggregate, 0))")
-_NOTIFY = text("SELECT pg_notify(:c, '')")
-_INSERT = text(
+# One round trip per message: the advisory lock on the aggregate is taken before
+# the row's id is drawn (the INSERT selects FROM the lock), so an aggregate's rows
+# get ids in commit order; the NOTIFY is delivered at commit (PostgreSQL folds
+# repeats within a transaction into one).
+_WRITE = text(
     """
-WITH m AS (
+WITH lock AS (
+    SELECT pg_advisory_xact_lock(hashtextextended(:aggregate_id, 0))
+), m AS (
     INSERT INTO outbox_messages
         (message_id, aggregate_id, kind, exchange, routing_key, type, body, correlation_id, headers)
-    VALUES (:message_id, :aggregate_id, :kind, :exchange, :routing_key, :type, :body,
-            :correlation_id, CAST(:headers AS jsonb))
+    SELECT :message_id, :aggregate_id, :kind, :exchange, :routing_key, :type, :body,
+           :correlation_id, CAST(:headers AS jsonb)
+    FROM lock
     RETURNING id, aggregate_id
+), d AS (
+    INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
+    RETURNING message_pk
 )
-INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
+SELECT pg_notify(:channel, '') FROM d
 """
 )
-
-
-@dataclass
-class _TxState:
-    transaction: object
-    locked: set[str] = field(default_factory=set)
-    notified: bool = False
-
-
-def _transaction_state(session: AsyncSession) -> _TxState:
-    """Per-transaction memo: aggregates already locked, NOTIFY already queued."""
-    txn = session.sync_session.get_transaction()
-    state = session.info.get("metallo_outbox")
-    if state is None or state.transaction is not txn:
-        state = _TxState(transaction=txn)
-        session.info["metallo_outbox"] = state
-    return state
 
 
 class Outbox:
@@ -120,13 +110,8 @@ class Outbox:
         correlation_id: str | None = None,
     ) -> uuid.UUID:
         message_id = uuid.uuid4()
-        state = _transaction_state(session)
-        if aggregate_id not in state.locked:
-            # Serialise writers of one aggregate until commit, so ids follow commit order.
-            await session.execute(_LOCK, {"aggregate": aggregate_id})
-            state.locked.add(aggregate_id)
         await session.execute(
-            _INSERT,
+            _WRITE,
             {
                 "message_id": message_id,
                 "aggregate_id": aggregate_id,
@@ -137,9 +122,7 @@ class Outbox:
                 "body": message.SerializeToString(deterministic=True),
                 "correlation_id": correlation_id,
                 "headers": json.dumps({"contract-version": contract_version(message)}),
+                "channel": NOTIFY_CHANNEL,
             },
         )
-        if not state.notified:
-            await session.execute(_NOTIFY, {"c": NOTIFY_CHANNEL})  # delivered at commit
-            state.notified = True
         return message_id
