@@ -18,8 +18,6 @@ A stale worker's write is refused by the lease and the Run's version.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import datetime, timedelta
@@ -43,12 +41,13 @@ from execution_core.domain import reasons
 from execution_core.domain import states as s
 from execution_core.domain.planning import Plan, PlanningInput, Rejection, RevisionFacts, Wait, plan
 from metallo.persistence.leases import Claim, LeaseLost
+from metallo.persistence.polling import PollingWorker
 
 log = logging.getLogger(__name__)
 MAX_PLANNING_RETRY_SECONDS = 300.0
 
 
-class LaunchWorker:
+class LaunchWorker(PollingWorker):
     """Plans accepted launches (see module doc). ``owner`` names the worker in leases."""
 
     def __init__(
@@ -71,33 +70,10 @@ class LaunchWorker:
         self.settings = settings
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
-        self._task: asyncio.Task | None = None
-        self._stop = asyncio.Event()
 
-    async def start(self) -> None:
-        """Run passes in the background until :meth:`stop`."""
-        self._stop.clear()
-        self._task = asyncio.create_task(self._loop(), name=self.owner)
-
-    async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                done = await self.run_once()
-            except Exception:
-                log.exception("launch worker pass failed")
-                done = 0
-            if done == 0:
-                try:
-                    await asyncio.wait_for(self._stop.wait(), self.settings.launch_poll_seconds)
-                except TimeoutError:
-                    pass
+    @property
+    def poll_seconds(self) -> float:
+        return self.settings.launch_poll_seconds
 
     async def run_once(self) -> int:
         """Claim due launches and plan each; return how many were claimed."""

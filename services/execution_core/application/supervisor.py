@@ -17,8 +17,6 @@ names the same Site command and Site Coordination's idempotency absorbs it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import datetime, timedelta
@@ -37,6 +35,7 @@ from execution_core.domain.canonical import canonical_json
 from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.persistence.leases import Claim, LeaseLost
+from metallo.persistence.polling import PollingWorker
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ def command_fact(row: dict[str, Any]) -> lifecycle.CommandFact:
     )
 
 
-class RunSupervisor:
+class RunSupervisor(PollingWorker):
     """Drives planned Runs to their end (see module doc). ``owner`` names it in leases."""
 
     def __init__(
@@ -90,33 +89,10 @@ class RunSupervisor:
         self.timing = settings.timing()
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
-        self._task: asyncio.Task | None = None
-        self._stop = asyncio.Event()
 
-    async def start(self) -> None:
-        """Run passes in the background until :meth:`stop`."""
-        self._stop.clear()
-        self._task = asyncio.create_task(self._loop(), name=self.owner)
-
-    async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                done = await self.run_once()
-            except Exception:
-                log.exception("supervisor pass failed")
-                done = 0
-            if done == 0:
-                try:
-                    await asyncio.wait_for(self._stop.wait(), self.settings.supervisor_poll_seconds)
-                except TimeoutError:
-                    pass
+    @property
+    def poll_seconds(self) -> float:
+        return self.settings.supervisor_poll_seconds
 
     async def run_once(self) -> int:
         """Claim due Runs and take one step for each; return how many were claimed."""
