@@ -65,6 +65,7 @@ class EventConsumer:
         await self._consumer.start()
 
     async def stop(self) -> None:
+        """Stop consuming; deliveries not yet acked are redelivered later."""
         if self._consumer is not None:
             await self._consumer.stop()
 

@@ -138,6 +138,7 @@ class CommandServer:
             await consumer.start()
 
     async def stop(self) -> None:
+        """Stop consuming; deliveries not yet acked are redelivered to the next server."""
         for consumer in self._consumers:
             await consumer.stop()
 

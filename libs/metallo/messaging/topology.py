@@ -32,22 +32,28 @@ class Topology:
 
     @property
     def commands_exchange(self) -> str:
+        """Topic exchange for commands and queries: ``<prefix>metallo.commands``."""
         return f"{self.prefix}metallo.commands"
 
     @property
     def events_exchange(self) -> str:
+        """Topic exchange for integration events: ``<prefix>metallo.events``."""
         return f"{self.prefix}metallo.events"
 
     def command_queue(self, owner: str) -> str:
+        """The owner's durable command queue: ``<prefix><owner>.commands``."""
         return f"{self.prefix}{owner}.commands"
 
     def query_queue(self, owner: str) -> str:
+        """The owner's durable query queue: ``<prefix><owner>.queries``."""
         return f"{self.prefix}{owner}.queries"
 
     def event_queue(self, consumer: str) -> str:
+        """A consumer's own durable event queue: ``<prefix><consumer>.events``."""
         return f"{self.prefix}{consumer}.events"
 
     def reply_queue(self, client_id: str) -> str:
+        """One client process's exclusive reply queue: ``<prefix>metallo.reply.<id>``."""
         return f"{self.prefix}metallo.reply.{client_id}"
 
 
