@@ -219,7 +219,13 @@ class LocalExecutor:
                         message="the Attempt's deadline has passed; nothing was started",
                     )
                 if len(self.journal.active_attempts()) >= self.settings.max_active:
-                    raise Deferred("runtime-busy", "the local concurrency limit is reached")
+                    # Slots free as stages end (the supervision pass reaps them), so
+                    # retry at that pace rather than with the exponential back-off.
+                    raise Deferred(
+                        "runtime-busy",
+                        "the local concurrency limit is reached",
+                        retry_after=max(self.settings.poll_seconds, 0.2),
+                    )
                 refused = await self._authorise(row.run_id, row.attempt_id, job)
                 if refused is not None:
                     return self._save(

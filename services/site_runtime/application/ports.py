@@ -51,11 +51,15 @@ class Deferred(Exception):
     """The command cannot progress yet; report ``code`` (catalogued) and keep it pending.
 
     Raised by executors, e.g. ``Deferred("slurm-submission-limited")``.
+    ``retry_after`` (seconds), when given, caps the worker's back-off for this
+    deferral: a condition the executor knows will clear soon (a local slot
+    freeing) is retried sooner than the exponential delay would.
     """
 
-    def __init__(self, code: str, message: str = "") -> None:
+    def __init__(self, code: str, message: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(f"{code}: {message}" if message else code)
         self.code = code
+        self.retry_after = retry_after
 
 
 class QueuedBatchExecutor(Protocol):

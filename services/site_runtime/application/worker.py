@@ -124,6 +124,7 @@ class Worker:
         s = self.settings
         self._edge_backoff = Backoff(s.edge_backoff_initial, s.edge_backoff_maximum)
         self._deferral_backoff = Backoff(s.deferral_backoff_initial, s.deferral_backoff_maximum)
+        self._retry_after: float | None = None  # the last deferral's hint (seconds)
 
     # ------------------------------------------------------------------ loop
     async def run(self, stop: asyncio.Event) -> None:
@@ -171,7 +172,9 @@ class Worker:
         if entry.result_json is None:
             result = await self._execute(entry)
             if result is None:
-                return self._deferral_backoff.next()
+                delay = self._deferral_backoff.next()
+                hint, self._retry_after = self._retry_after, None
+                return delay if hint is None else min(delay, hint)
             self._deferral_backoff.reset()
             result_json = self.journal.save_result(entry.sequence, canonical_json(result.to_json()))
             self.fault("result-saved")
@@ -222,6 +225,7 @@ class Worker:
             else:
                 result = await self._dispatch(command)
         except Deferred as deferral:
+            self._retry_after = deferral.retry_after
             await self._deferred(entry, deferral)
             return None
         except Exception as error:  # noqa: BLE001 - logged by type only (may hold native detail)
