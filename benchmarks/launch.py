@@ -35,6 +35,7 @@ from datetime import UTC
 from pathlib import Path
 
 import aio_pika
+
 from metallo.cli.settings import Actor
 from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status

@@ -66,6 +66,7 @@ async def serve() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``serve`` (default) or ``migrate``; return the exit status (2: unknown command)."""
     args = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=os.environ.get("METALLO_LOG_LEVEL", "INFO"),

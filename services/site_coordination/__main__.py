@@ -64,7 +64,6 @@ def dev_cert(directory: Path) -> None:
 def migrate_command() -> None:
     """Create/upgrade the Site Coordination database."""
     from metallo.persistence.migrations import migrate
-
     from site_coordination.adaptors.settings import Settings
 
     asyncio.run(migrate(Settings.from_environment().database_url, MIGRATIONS))
@@ -73,7 +72,6 @@ def migrate_command() -> None:
 @asynccontextmanager
 async def _transaction_factory():
     from metallo.persistence.engine import create_engine, session_factory
-
     from site_coordination.adaptors.postgres_store import PostgresSiteStore
     from site_coordination.adaptors.settings import Settings
 
@@ -161,7 +159,6 @@ async def serve_forever() -> None:
     from metallo.messaging import OutboxRelay, Topology
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
-
     from site_coordination.adaptors.command_handlers import build_command_server
     from site_coordination.adaptors.edge.server import build_server
     from site_coordination.adaptors.governance_authority import GovernanceAuthority

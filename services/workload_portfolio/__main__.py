@@ -58,6 +58,10 @@ async def serve() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``serve`` (default), ``migrate`` or ``check FILE``; return the exit status.
+
+    ``check`` prints the actions of an ``actions.yaml`` (1: invalid); 2: bad usage.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command = args[0] if args else "serve"

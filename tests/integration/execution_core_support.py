@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from execution_core.adaptors.governance_authority import GovernanceAuthority
 from execution_core.adaptors.service import ExecutionCore
 from execution_core.application.settings import Settings
@@ -43,7 +45,6 @@ from metallo.messaging.schema import TABLES
 from metallo.persistence.engine import create_engine, session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "execution_core" / "migrations"
@@ -340,8 +341,9 @@ class Stack:
 
     async def consumed(self, message_ids: list[str], timeout: float = 30.0) -> None:
         """Wait until Execution Core's event consumer has receipts for every message id."""
-        from metallo.messaging.schema import inbox_receipts
         from sqlalchemy import func, select
+
+        from metallo.messaging.schema import inbox_receipts
 
         deadline = asyncio.get_running_loop().time() + timeout
         while True:

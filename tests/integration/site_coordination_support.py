@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from metallo.common.v1 import common_pb2
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.messaging import Outbox, Topology
@@ -31,8 +34,6 @@ from site_coordination.adaptors.wiring import build_edge, edge_engine
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
 from site_coordination.domain.canonical import canonical_json
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "site_coordination" / "migrations"

@@ -16,14 +16,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from site_coordination.adaptors.tables import site_commands
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.adaptors.journal import SqliteDeliveryJournal
 from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
 from site_runtime.adaptors.local_jobs import LocalJobsJournal
 from site_runtime.application.worker import Worker, WorkerSettings
-from sqlalchemy import select
-
 from tests.integration.site_coordination_support import OPERATOR_TOKEN
 
 ASKPASS = """#!/bin/sh

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
-from site_coordination.adaptors.tables import read_permits
 from sqlalchemy import select
 
+from site_coordination.adaptors.tables import read_permits
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
 AUTH = {"run_id": "run-1", "attempt_id": "att-1", "material_digest": "d" * 64,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from site_coordination.adaptors.edge.server import InsecureServing, ServeOptions, build_server
 
 ROOT = Path(__file__).resolve().parents[2]

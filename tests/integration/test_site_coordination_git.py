@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from site_coordination.adaptors.tables import lab_git_tokens
 from sqlalchemy import update
 
+from site_coordination.adaptors.tables import lab_git_tokens
 from tests.integration.site_coordination_support import (
     OPERATOR_TOKEN,
     prepare_payload,

@@ -4,10 +4,10 @@ revoked, wrong scope and wrong environment get 401/403 and change nothing."""
 from __future__ import annotations
 
 import pytest
-from site_coordination.adaptors.tables import command_grants, repository_grants, site_commands
-from site_coordination.application.grants import list_command_grants, revoke_command_grant
 from sqlalchemy import select
 
+from site_coordination.adaptors.tables import command_grants, repository_grants, site_commands
+from site_coordination.application.grants import list_command_grants, revoke_command_grant
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
 

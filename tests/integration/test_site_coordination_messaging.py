@@ -8,12 +8,12 @@ import json
 import uuid
 
 import pytest
+
 from metallo.common.v1 import common_pb2
 from metallo.messaging import EventConsumer, OutboxRelay, Rejected, RequestClient
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.command_handlers import build_command_server
 from site_coordination.domain.canonical import canonical_json
-
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
 

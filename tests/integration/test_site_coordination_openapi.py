@@ -12,8 +12,8 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
-from site_coordination.__main__ import OPENAPI_PATH, render_openapi
 
+from site_coordination.__main__ import OPENAPI_PATH, render_openapi
 from tests.integration.site_coordination_support import prepare_payload, start_harness
 
 

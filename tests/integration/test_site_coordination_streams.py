@@ -7,11 +7,11 @@ import asyncio
 import json
 
 import pytest
+from sqlalchemy import select
+
 from metallo.messaging.schema import outbox_messages
 from site_coordination.adaptors.tables import site_commands, site_streams
 from site_coordination.domain.errors import Conflict
-from sqlalchemy import select
-
 from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
 
 

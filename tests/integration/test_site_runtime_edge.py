@@ -9,9 +9,9 @@ import logging
 
 import pytest
 import trustme
+
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
-
 from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import batch_payload, new_runtime
 

@@ -8,9 +8,9 @@ import asyncio
 import stat
 
 import pytest
-from site_coordination.adaptors.tables import progress_reports, repository_grants
 from sqlalchemy import select
 
+from site_coordination.adaptors.tables import progress_reports, repository_grants
 from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import (
     bare_git,

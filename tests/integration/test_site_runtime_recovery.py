@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_coordination.adaptors.tables import repository_grants, site_commands
 from sqlalchemy import select
 
+from site_coordination.adaptors.tables import repository_grants, site_commands
 from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import (
     Crash,

@@ -19,6 +19,7 @@ from typing import Self
 import aio_pika
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
+
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected, Topology
 from metallo.messaging.envelope import decode, encode

@@ -8,11 +8,11 @@ import json
 import uuid
 
 import pytest
+
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import Rejected, Topology
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-
 from tests.unit.cli_support import StandIn, cli, run_cli
 
 RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000001"

@@ -10,6 +10,7 @@ import os
 import signal
 
 import pytest
+
 from metallo.devstack import supervisor as sup
 from metallo.devstack.components import Component, Options, plan
 from metallo.devstack.layout import Layout

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jwt
 import pytest
+
 from metallo.identity.issuer import LabIssuer, generate_key
 from site_coordination.adaptors.deferral_catalogue import load_catalogue
 from site_coordination.adaptors.lab_git.tokens import repository_path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+
 from site_runtime.adaptors.journal import SqliteDeliveryJournal
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.ports import SiteCommand

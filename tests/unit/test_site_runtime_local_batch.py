@@ -4,6 +4,7 @@ phase mapping of docs/site-commands.md."""
 from __future__ import annotations
 
 import pytest
+
 from site_runtime.domain.local_batch import (
     InvalidMaterial,
     StageFacts,

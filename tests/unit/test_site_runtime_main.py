@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from site_runtime.__main__ import SettingsError, main, parse_args
 from site_runtime.application.worker import Backoff
 

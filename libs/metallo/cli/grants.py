@@ -15,12 +15,12 @@ from typing import Annotated
 
 import typer
 from asyncpg import PostgresError
-from site_coordination.domain.errors import Refusal
 from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.render import Output, err, out, print_json
+from site_coordination.domain.errors import Refusal
 
 app = typer.Typer(no_args_is_help=True, help="Command grants (psb_) of Site Runtimes.")
 
@@ -28,10 +28,9 @@ app = typer.Typer(no_args_is_help=True, help="Command grants (psb_) of Site Runt
 @asynccontextmanager
 async def _transactions():
     """A transaction factory over Site Coordination's database (its Settings)."""
+    from metallo.persistence.engine import create_engine, session_factory
     from site_coordination.adaptors.postgres_store import PostgresSiteStore
     from site_coordination.adaptors.settings import Settings
-
-    from metallo.persistence.engine import create_engine, session_factory
 
     engine = create_engine(Settings.from_environment().database_url, pool_size=1)
     sessions = session_factory(engine)

@@ -13,6 +13,11 @@ from metallo.devstack.supervisor import Supervisor
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``supervise``, ``report`` or ``compose-setup``; return the exit status.
+
+    ``supervise`` runs the prepared stack until SIGTERM/SIGINT; ``report`` prints a
+    Pipeline's demo summary (a CLI error's exit code on failure).
+    """
     parser = argparse.ArgumentParser(prog="python -m metallo.devstack")
     sub = parser.add_subparsers(dest="command", required=True)
     sup = sub.add_parser("supervise", help="run the prepared stack until SIGTERM")

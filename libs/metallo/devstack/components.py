@@ -29,6 +29,7 @@ class Options:
 
     @property
     def edge_url(self) -> str:
+        """The Site edge's base URL, ``https://127.0.0.1:<edge_port>``."""
         return f"https://127.0.0.1:{self.edge_port}"
 
     @property
@@ -48,6 +49,7 @@ class Component:
     ready: str = "process"          # process | queue:<name> | https:<url>
 
     def argv(self) -> list[str]:
+        """The command line: this interpreter, ``-m <module>`` and the arguments."""
         return [sys.executable, "-m", self.module, *self.args]
 
 

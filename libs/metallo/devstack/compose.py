@@ -25,10 +25,9 @@ SERVICE_UID = 10001  # the unprivileged user of the image (docker-compose.yml)
 
 async def setup(directory: str, edge_host: str, site: str) -> int:
     """Prepare ``directory``; 0 when done."""
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
-
     from metallo.persistence.engine import database_url
     from metallo.persistence.migrations import migrate
+    from site_coordination.adaptors.edge.tls import make_dev_certificates
 
     layout = Layout(Path(directory))
     layout.make()

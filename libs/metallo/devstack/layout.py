@@ -23,10 +23,12 @@ class Layout:
 
     @property
     def state_file(self) -> Path:
+        """``state.json``: what the supervisor runs (written by it on every change)."""
         return self.root / "state.json"
 
     @property
     def logs(self) -> Path:
+        """The directory of ``stack.log`` and one ``<component>.log`` per component."""
         return self.root / "logs"
 
     @property
@@ -36,6 +38,7 @@ class Layout:
 
     @property
     def certs(self) -> Path:
+        """The development TLS files (``ca.pem``, ``server.pem``...)."""
         return self.root / "certs"
 
     @property
@@ -45,14 +48,17 @@ class Layout:
 
     @property
     def git_root(self) -> Path:
+        """The lab Git server's repositories."""
         return self.root / "git"
 
     @property
     def issuer(self) -> Path:
+        """The lab token issuer's key (``private.pem``) and ``jwks.json``."""
         return self.root / "issuer"
 
     @property
     def runtime(self) -> Path:
+        """The Site Runtime's state, one subdirectory per executor."""
         return self.root / "runtime"
 
     def make(self) -> None:

@@ -96,10 +96,9 @@ def ensure_git_credentials(layout: Layout, options: Options) -> None:
 
 @asynccontextmanager
 async def _site_transactions():
+    from metallo.persistence.engine import create_engine, session_factory
     from site_coordination.adaptors.postgres_store import PostgresSiteStore
     from site_coordination.adaptors.settings import Settings
-
-    from metallo.persistence.engine import create_engine, session_factory
 
     engine = create_engine(Settings.from_environment().database_url, pool_size=1)
     sessions = session_factory(engine)

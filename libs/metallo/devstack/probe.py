@@ -37,6 +37,10 @@ async def queue_consumed(amqp_url: str, queue: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Probe ``queue NAME`` or ``file PATH``; print one line and return 0 (ok) or 1.
+
+    Returns 2 on bad usage. The queue name gets ``METALLO_TOPOLOGY_PREFIX`` prepended.
+    """
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in ("queue", "file"):
         print("usage: python -m metallo.devstack.probe queue NAME | file PATH", file=sys.stderr)

@@ -32,6 +32,7 @@ WIDTH = 22
 
 
 def now_iso() -> str:
+    """The current UTC time as ISO 8601 to the second, e.g. ``2026-11-29T12:00:00+00:00``."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -72,6 +73,11 @@ class Supervisor:
             sys.stdout.flush()
 
     def write_state(self) -> None:
+        """Write ``state.json`` atomically (temporary file, then rename).
+
+        It holds the supervisor's pid, status, options and per-component pid, state, restart
+        count and log path, plus ``extra_state``.
+        """
         state = {
             "pid": os.getpid(), "status": self.status, "updated_at": now_iso(),
             "executor": self.options.executor, "edge_url": self.options.edge_url,

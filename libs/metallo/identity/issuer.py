@@ -111,6 +111,7 @@ class LabIssuer:
 
     @property
     def kid(self) -> str:
+        """The signing key's JWK ``kid`` (from ``jwks.json`` beside the key, else a thumbprint)."""
         return self._jwk["kid"]
 
     def jwks(self) -> dict[str, Any]:

@@ -25,16 +25,23 @@ class GovernanceAuthority:
             raise AuthorityUnavailable(f"governance file unreadable: {exc}") from exc
 
     def has_capability(self, project: str, member: str, capability: str) -> bool:
+        """Whether the current file grants ``capability``; AuthorityUnavailable if unreadable."""
         return self._current().has_capability(project, member, capability)
 
     def project_exists(self, project: str) -> bool:
+        """Whether the current file names the Project; AuthorityUnavailable if unreadable."""
         return self._current().project(project) is not None
 
     def project_run_limit(self, project: str) -> int | None:
+        """The Project's ``concurrent_run_limit`` (None: unknown Project or unlimited)."""
         p = self._current().project(project)
         return None if p is None else p.concurrent_run_limit
 
     def sites_for(self, project: str) -> list[SiteFacts]:
+        """The Project's Sites from the current file as :class:`SiteFacts`.
+
+        ``max_wall_seconds`` is in seconds; raises AuthorityUnavailable if unreadable.
+        """
         return [
             SiteFacts(
                 site_id=site.id,
@@ -48,5 +55,6 @@ class GovernanceAuthority:
         ]
 
     def binding(self, member: str, site_id: str) -> Binding | None:
+        """The member's Site account binding from the current file, or None."""
         b = self._current().binding(member, site_id)
         return None if b is None else Binding(site_username=b.site_username, account=b.account)

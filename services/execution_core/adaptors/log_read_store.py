@@ -17,9 +17,11 @@ class SqlLogReadStore:
     """Log reads in Execution Core's database; every method runs in the caller's transaction."""
 
     async def insert_read(self, session: AsyncSession, values: Row) -> None:
+        """``INSERT INTO log_reads``."""
         await session.execute(insert(log_reads).values(**values))
 
     async def find_read(self, session: AsyncSession, read_id: str) -> Row | None:
+        """``SELECT`` the read by ``read_id``; None when absent."""
         row = (
             await session.execute(select(log_reads).where(log_reads.c.read_id == read_id))
         ).first()
@@ -28,6 +30,7 @@ class SqlLogReadStore:
     async def find_read_by_command(
         self, session: AsyncSession, command_id: str, *, for_update: bool = False
     ) -> Row | None:
+        """``SELECT`` the read by ``command_id`` (``FOR UPDATE`` when asked); None when absent."""
         stmt = select(log_reads).where(log_reads.c.command_id == command_id)
         if for_update:
             stmt = stmt.with_for_update()

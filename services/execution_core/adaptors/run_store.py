@@ -28,14 +28,17 @@ class SqlRunStore:
     """Runs, Attempts and Site commands in Execution Core's database."""
 
     async def now(self, session: AsyncSession) -> datetime:
+        """``SELECT now()`` — the transaction's database time."""
         return (await session.execute(select(func.now()))).scalar_one()
 
     async def insert_run(self, session: AsyncSession, values: Row) -> None:
+        """``INSERT INTO runs``."""
         await session.execute(insert(runs).values(**values))
 
     async def find_run(
         self, session: AsyncSession, run_id: str, *, for_update: bool = False
     ) -> Row | None:
+        """``SELECT`` the Run by id (``FOR UPDATE`` when asked); None when absent."""
         stmt = select(runs).where(runs.c.run_id == run_id)
         if for_update:
             stmt = stmt.with_for_update()
@@ -44,6 +47,7 @@ class SqlRunStore:
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
     ) -> Row | None:
+        """``SELECT`` the Run by (project, launch_key); None when absent."""
         stmt = select(runs).where(runs.c.project == project, runs.c.launch_key == launch_key)
         return _row((await session.execute(stmt)).first())
 
@@ -57,6 +61,11 @@ class SqlRunStore:
         claim: Claim | None = None,
         release: bool = False,
     ) -> bool:
+        """``UPDATE runs`` where the version (and the lease, when ``claim``) still match.
+
+        Bumps ``version``, sets ``updated_at = now()``; ``release`` also clears the
+        lease. Returns True when exactly one row changed.
+        """
         cond = and_(runs.c.run_id == run_id, runs.c.version == expected_version)
         if claim is not None:
             cond = and_(cond, held(runs, claim))
@@ -69,6 +78,7 @@ class SqlRunStore:
     async def claim_for_planning(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
+        """Lease due ``accepted`` Runs by ``next_wake_at`` (:func:`claim_rows`)."""
         ready = and_(runs.c.phase == PHASE_ACCEPTED, runs.c.next_wake_at <= func.now())
         return await claim_rows(
             session,
@@ -83,6 +93,7 @@ class SqlRunStore:
     async def claim_for_supervision(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
+        """Lease due planned, non-terminal Runs by ``next_wake_at`` (:func:`claim_rows`)."""
         ready = and_(
             runs.c.phase != PHASE_ACCEPTED,
             runs.c.phase != PHASE_TERMINAL,
@@ -99,6 +110,10 @@ class SqlRunStore:
         )
 
     async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
+        """Clear the lease (fenced by :func:`held`) and write ``values``.
+
+        Raises :class:`LeaseLost` when the lease expired or moved on.
+        """
         result = await session.execute(
             update(runs)
             .where(held(runs, claim))
@@ -108,6 +123,7 @@ class SqlRunStore:
             raise LeaseLost(f"lease on run {claim.key} generation {claim.generation} lost")
 
     async def count_active(self, session: AsyncSession, project: str) -> tuple[int, dict[str, int]]:
+        """Count non-accepted, non-terminal Runs: in the Project, and per Site over all Projects."""
         active = and_(runs.c.phase != PHASE_ACCEPTED, runs.c.phase != PHASE_TERMINAL)
         in_project = (
             await session.execute(
@@ -128,23 +144,28 @@ class SqlRunStore:
 
     async def lock_admission(self, session: AsyncSession, project: str) -> None:
         # One admission lock for every Project: Site limits span Projects.
+        """Take one transaction-scoped advisory lock shared by every Project."""
         await session.execute(
             select(func.pg_advisory_xact_lock(func.hashtextextended("execution_core:admission", 0)))
         )
 
     async def insert_attempt(self, session: AsyncSession, values: Row) -> None:
+        """``INSERT INTO attempts``."""
         await session.execute(insert(attempts).values(**values))
 
     async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None:
+        """``UPDATE attempts`` by id."""
         await session.execute(
             update(attempts).where(attempts.c.attempt_id == attempt_id).values(**values)
         )
 
     async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        """``SELECT`` the Run's Attempts ordered by ``number``."""
         stmt = select(attempts).where(attempts.c.run_id == run_id).order_by(attempts.c.number)
         return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
 
     async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
+        """``SELECT`` the Attempt's Site commands ordered by ``seq``."""
         stmt = (
             select(site_commands)
             .where(site_commands.c.attempt_id == attempt_id)
@@ -153,18 +174,21 @@ class SqlRunStore:
         return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
 
     async def insert_command(self, session: AsyncSession, values: Row) -> Row:
+        """``INSERT INTO site_commands ... RETURNING *``."""
         stmt = insert(site_commands).values(**values).returning(site_commands)
         return dict((await session.execute(stmt)).one()._mapping)
 
     async def find_command(
         self, session: AsyncSession, command_id: str, *, for_update: bool = False
     ) -> Row | None:
+        """``SELECT`` the Site command by id (``FOR UPDATE`` when asked); None when absent."""
         stmt = select(site_commands).where(site_commands.c.command_id == command_id)
         if for_update:
             stmt = stmt.with_for_update()
         return _row((await session.execute(stmt)).first())
 
     async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None:
+        """``UPDATE site_commands`` (``values``, ``result_at = now()``) while no outcome."""
         await session.execute(
             update(site_commands)
             .where(site_commands.c.command_id == command_id, site_commands.c.outcome.is_(None))
@@ -172,6 +196,7 @@ class SqlRunStore:
         )
 
     async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
+        """``UPDATE site_commands`` set ``sequence`` while it is null."""
         await session.execute(
             update(site_commands)
             .where(site_commands.c.command_id == command_id, site_commands.c.sequence.is_(None))
@@ -179,9 +204,11 @@ class SqlRunStore:
         )
 
     async def append_transition(self, session: AsyncSession, values: Row) -> None:
+        """``INSERT INTO run_transitions`` (one row of the Run's state history)."""
         await session.execute(insert(run_transitions).values(**values))
 
     async def transitions_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        """``SELECT`` the Run's transitions ordered by ``version``."""
         stmt = (
             select(run_transitions)
             .where(run_transitions.c.run_id == run_id)
@@ -201,6 +228,7 @@ class SqlRunStore:
         after: tuple[datetime, str] | None,
         limit: int,
     ) -> list[Row]:
+        """``SELECT`` a keyset page of the Project's Runs (see the port's :meth:`list_runs`)."""
         stmt = select(runs).where(runs.c.project == project)
         if workload_id:
             stmt = stmt.where(runs.c.workload_id == workload_id)

@@ -28,6 +28,13 @@ class PortfolioRevisions:
     async def get(
         self, project: str, member: str, workload_id: str, revision: int
     ) -> RevisionFacts:
+        """Send ``GetWorkloadRevision`` and map the reply to :class:`RevisionFacts`.
+
+        Waits at most ``self.timeout`` seconds. Raises :class:`RevisionNotFound` on a
+        definite refusal (``not-found``, ``permission-denied``, ``invalid-argument``)
+        or a spec that is not a JSON object, :class:`RevisionUnavailable` on any other
+        refusal, a timeout or an unreachable broker.
+        """
         query = wp.GetWorkloadRevision(
             metadata=common_pb2.QueryMetadata(acting_member=member, project=project),
             workload_id=workload_id,

@@ -73,6 +73,7 @@ class LaunchWorker(PollingWorker):
 
     @property
     def poll_seconds(self) -> float:
+        """Seconds to sleep between polls when no launch was due."""
         return self.settings.launch_poll_seconds
 
     async def run_once(self) -> int:

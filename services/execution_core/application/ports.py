@@ -77,11 +77,23 @@ class MessageOutbox(Protocol):
 
     async def publish_event(
         self, session: AsyncSession, message: Message, *, aggregate_id: str
-    ) -> Any: ...
+    ) -> Any:
+        """Add ``message`` as an event to the caller's transaction, keyed by ``aggregate_id``.
+
+        It is relayed to the events exchange only after that transaction commits (the
+        transactional outbox); returns the outbox message id.
+        """
+        ...
 
     async def send_command(
         self, session: AsyncSession, message: Message, *, aggregate_id: str
-    ) -> Any: ...
+    ) -> Any:
+        """Add ``message`` as a command to the caller's transaction, keyed by ``aggregate_id``.
+
+        Routed to its owner's command queue after commit, like :meth:`publish_event`;
+        returns the outbox message id.
+        """
+        ...
 
 
 Row = dict[str, Any]
@@ -94,15 +106,21 @@ class RunStore(Protocol):
         """PostgreSQL's ``now()`` — the only clock used for leases and deadlines."""
         ...
 
-    async def insert_run(self, session: AsyncSession, values: Row) -> None: ...
+    async def insert_run(self, session: AsyncSession, values: Row) -> None:
+        """Insert one ``runs`` row from ``values`` (column name -> value)."""
+        ...
 
     async def find_run(
         self, session: AsyncSession, run_id: str, *, for_update: bool = False
-    ) -> Row | None: ...
+    ) -> Row | None:
+        """The Run row as a dict, or None; ``for_update`` locks it (``FOR UPDATE``)."""
+        ...
 
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
-    ) -> Row | None: ...
+    ) -> Row | None:
+        """The Project's Run with this launch key (idempotent launch replay), or None."""
+        ...
 
     async def update_run(
         self,
@@ -119,11 +137,22 @@ class RunStore(Protocol):
 
     async def claim_for_planning(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
-    ) -> list[Claim]: ...
+    ) -> list[Claim]:
+        """Lease up to ``limit`` accepted Runs whose wake time has come (seed 004, 3D).
+
+        ``lease_seconds`` is measured on PostgreSQL's clock; rows leased by someone
+        else and unexpired are skipped. Returns one fenced :class:`Claim` per row.
+        """
+        ...
 
     async def claim_for_supervision(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
-    ) -> list[Claim]: ...
+    ) -> list[Claim]:
+        """Lease up to ``limit`` active (planned, not terminal) Runs whose wake time has come.
+
+        Same lease contract as :meth:`claim_for_planning` (seed 004, 4E: fenced leases).
+        """
+        ...
 
     async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
         """Free the lease (fenced) without touching the version."""
@@ -137,25 +166,41 @@ class RunStore(Protocol):
         """Serialise admission decisions (limits) until the transaction ends."""
         ...
 
-    async def insert_attempt(self, session: AsyncSession, values: Row) -> None: ...
+    async def insert_attempt(self, session: AsyncSession, values: Row) -> None:
+        """Insert one ``attempts`` row from ``values``."""
+        ...
 
-    async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None: ...
+    async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None:
+        """Write ``values`` to the Attempt (no version or lease check)."""
+        ...
 
-    async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]: ...
+    async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        """The Run's Attempts as dicts, ordered by Attempt number."""
+        ...
 
-    async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]: ...
+    async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
+        """The Attempt's Site commands as dicts, in the order they were inserted."""
+        ...
 
-    async def insert_command(self, session: AsyncSession, values: Row) -> Row: ...
+    async def insert_command(self, session: AsyncSession, values: Row) -> Row:
+        """Insert one Site command row; return the stored row (with generated columns)."""
+        ...
 
     async def find_command(
         self, session: AsyncSession, command_id: str, *, for_update: bool = False
-    ) -> Row | None: ...
+    ) -> Row | None:
+        """The Site command row, or None; ``for_update`` locks it."""
+        ...
 
-    async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None: ...
+    async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None:
+        """Record a command's result once: a command that already has an outcome is unchanged."""
+        ...
 
     async def record_sequence(
         self, session: AsyncSession, command_id: str, sequence: int
-    ) -> None: ...
+    ) -> None:
+        """Record the Site stream sequence of a command once (later calls change nothing)."""
+        ...
 
     async def list_runs(
         self,
@@ -168,16 +213,27 @@ class RunStore(Protocol):
         active_only: bool,
         after: tuple[datetime, str] | None,
         limit: int,
-    ) -> list[Row]: ...
+    ) -> list[Row]:
+        """A page of the Project's Runs, newest first (``accepted_at``, then ``run_id``, desc).
+
+        Empty ``workload_id``/``phase``/``outcome`` mean no filter; ``active_only``
+        drops terminal Runs; ``after`` is the keyset cursor (``accepted_at``,
+        ``run_id``) of the previous page's last row; at most ``limit`` rows.
+        """
+        ...
 
 
 class LogReadStore(Protocol):
     """Private Run log reads (table ``log_reads``). Every method runs in the caller's
     transaction."""
 
-    async def insert_read(self, session: AsyncSession, values: Row) -> None: ...
+    async def insert_read(self, session: AsyncSession, values: Row) -> None:
+        """Insert one ``log_reads`` row from ``values``."""
+        ...
 
-    async def find_read(self, session: AsyncSession, read_id: str) -> Row | None: ...
+    async def find_read(self, session: AsyncSession, read_id: str) -> Row | None:
+        """The log read as a dict, or None."""
+        ...
 
     async def find_read_by_command(
         self, session: AsyncSession, command_id: str, *, for_update: bool = False

@@ -92,6 +92,7 @@ class RunSupervisor(PollingWorker):
 
     @property
     def poll_seconds(self) -> float:
+        """Seconds to sleep between polls when no Run was due."""
         return self.settings.supervisor_poll_seconds
 
     async def run_once(self) -> int:

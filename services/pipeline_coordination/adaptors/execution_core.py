@@ -56,6 +56,11 @@ class ExecutionCoreClient:
             raise Unavailable(f"Execution Core did not answer: {e}") from e
 
     async def launch(self, request: LaunchRequest) -> str:
+        """Send ``LaunchRun`` and return its ``run_id``.
+
+        Raises :class:`Refused` on a definite rejection, :class:`Unavailable` on a
+        temporary one (``saved=True``) or no answer within ``self.timeout`` seconds.
+        """
         reply = await self._request(
             ec.LaunchRun(
                 metadata=common_pb2.CommandMetadata(
@@ -71,6 +76,10 @@ class ExecutionCoreClient:
         return reply.run_id
 
     async def cancel(self, command_id, project, member, run_id, reason):
+        """Send ``CancelRun``; return ``(outcome, "")`` when the Run had ended, else ``("", "")``.
+
+        Raises :class:`Refused` or :class:`Unavailable` as :meth:`launch` does.
+        """
         reply = await self._request(
             ec.CancelRun(
                 metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member=member, project=project),
@@ -83,6 +92,7 @@ class ExecutionCoreClient:
         return "", ""
 
     async def get(self, project, member, run_id) -> RunView:
+        """Send ``GetRun`` and reduce the Run to a :class:`RunView` (Refused / Unavailable)."""
         run = await self._request(
             ec.GetRun(metadata=common_pb2.QueryMetadata(acting_member=member, project=project), run_id=run_id)
         )

@@ -62,6 +62,7 @@ class SqlPipelineStore:
     """The PostgreSQL adaptor of the PipelineStore port."""
 
     async def insert(self, session: AsyncSession, p: Pipeline, start_command_id: str) -> None:
+        """``INSERT`` the ``pipelines`` row, then one ``pipeline_steps`` row per step."""
         await session.execute(
             insert(pipelines).values(
                 pipeline_id=p.pipeline_id, start_command_id=start_command_id, **_pipeline_values(p)
@@ -82,6 +83,7 @@ class SqlPipelineStore:
         return {k: tuple(v) for k, v in out.items()}
 
     async def load(self, session: AsyncSession, pipeline_id: str, *, lock: bool = False) -> tuple[Pipeline, Meta] | None:
+        """``SELECT`` the Pipeline (``FOR UPDATE`` when ``lock``) and its steps; None if absent."""
         stmt = select(pipelines).where(pipelines.c.pipeline_id == pipeline_id)
         if lock:
             stmt = stmt.with_for_update()
@@ -126,6 +128,7 @@ class SqlPipelineStore:
         return (await session.execute(select(func.now()))).scalar_one()
 
     async def claim(self, session: AsyncSession, owner: str, lease_seconds: float, limit: int) -> list[Claim]:
+        """Lease due active Pipelines by ``next_wake_at`` (:func:`claim_rows`)."""
         return await claim_rows(
             session,
             pipelines,
@@ -137,6 +140,7 @@ class SqlPipelineStore:
         )
 
     async def hold(self, session: AsyncSession, claim: Claim, lease_seconds: float) -> None:
+        """Renew the lease by ``lease_seconds`` (:func:`fenced_update`; LeaseLost if lost)."""
         await fenced_update(session, pipelines, claim, extend_seconds=lease_seconds)
 
     async def release(
@@ -166,6 +170,7 @@ class SqlPipelineStore:
     async def page(
         self, session: AsyncSession, project: str, state: str, before_seq: int | None, limit: int
     ) -> list[tuple[Pipeline, Meta]]:
+        """``SELECT`` a keyset page of the Project's Pipelines by ``seq``, with their steps."""
         stmt = select(pipelines).where(pipelines.c.project == project)
         if state:
             stmt = stmt.where(pipelines.c.state == state)

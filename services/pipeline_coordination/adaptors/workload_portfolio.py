@@ -48,6 +48,11 @@ class PortfolioClient:
             raise Unavailable(f"Workload Portfolio did not answer: {e}") from e
 
     async def prepare_branch(self, command_id, project, member, repository_url, branch):
+        """Send ``PrepareBranch``; return (prepared actions in reply order, commit).
+
+        Raises :class:`Refused` on a definite rejection, :class:`Unavailable` on a
+        temporary one (``saved=True``) or no answer in time.
+        """
         reply = await self._request(
             wp.PrepareBranch(
                 metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member=member, project=project),
@@ -58,6 +63,7 @@ class PortfolioClient:
         return [_prepared(a) for a in reply.actions], reply.commit
 
     async def prepare_action(self, command_id, project, member, repository_url, branch, action):
+        """Send ``PrepareAction``; return the :class:`PreparedAction` (Refused / Unavailable)."""
         reply = await self._request(
             wp.PrepareAction(
                 metadata=common_pb2.CommandMetadata(command_id=command_id, acting_member=member, project=project),

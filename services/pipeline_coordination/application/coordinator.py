@@ -77,9 +77,11 @@ class Coordinator:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
+        """Start :meth:`run_forever` as a background task named after the owner."""
         self._task = asyncio.create_task(self.run_forever(), name=self.owner)
 
     async def stop(self) -> None:
+        """Cancel the background task and wait for it; an unexpected error is logged, not raised."""
         if self._task is not None:
             self._task.cancel()
             try:
@@ -92,6 +94,7 @@ class Coordinator:
 
     @property
     def task(self) -> asyncio.Task | None:
+        """The background task while started, else None."""
         return self._task
 
     async def run_forever(self) -> None:

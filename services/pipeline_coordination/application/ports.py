@@ -49,6 +49,11 @@ class AuthorityUnavailable(Exception):
 
 
 class ProjectAuthority(Protocol):
+    """Current Project permissions (Beto port; development: the governance file).
+
+    Every call reads the current state: never a cached verdict (seed 004, Run access).
+    """
+
     def allowed(self, project: str, member: str, capability: str) -> bool:
         """Whether ``member`` holds ``capability`` in ``project`` now. Raises AuthorityUnavailable."""
 
@@ -68,6 +73,11 @@ class LaunchRequest:
 
 
 class Portfolio(Protocol):
+    """Workload Portfolio's PrepareBranch and PrepareAction commands (seed 004 §8E, §8C).
+
+    Methods raise :class:`Refused` (definite) or :class:`Unavailable` (outcome unknown).
+    """
+
     async def prepare_branch(
         self, command_id: str, project: str, member: str, repository_url: str, branch: str
     ) -> tuple[list[PreparedAction], str]:
@@ -80,6 +90,11 @@ class Portfolio(Protocol):
 
 
 class Runs(Protocol):
+    """Execution Core's LaunchRun, CancelRun and GetRun (seed 004 §8B).
+
+    Methods raise :class:`Refused` (definite) or :class:`Unavailable` (outcome unknown).
+    """
+
     async def launch(self, request: LaunchRequest) -> str:
         """LaunchRun; returns the run_id (the same one on a replay). Raises Refused / Unavailable."""
 
@@ -103,25 +118,57 @@ class Meta:
 
 
 class PipelineStore(Protocol):
-    async def insert(self, session: AsyncSession, p: Pipeline, start_command_id: str) -> None: ...
+    """The service's PostgreSQL rows of Pipelines and steps, in the caller's transaction.
 
-    async def load(self, session: AsyncSession, pipeline_id: str, *, lock: bool = False) -> tuple[Pipeline, Meta] | None: ...
+    Writers lock the Pipeline row (``load(lock=True)``), reload and save, so the row
+    lock orders them; leases are fenced (seed 004 §8B; DESIGN.md, Persistence).
+    """
 
-    async def save(self, session: AsyncSession, old: Pipeline, new: Pipeline) -> None: ...
+    async def insert(self, session: AsyncSession, p: Pipeline, start_command_id: str) -> None:
+        """Insert the Pipeline and its steps, recording ``start_command_id`` (the StartPipeline)."""
+        ...
 
-    async def wake(self, session: AsyncSession, pipeline_id: str) -> None: ...
+    async def load(self, session: AsyncSession, pipeline_id: str, *, lock: bool = False) -> tuple[Pipeline, Meta] | None:
+        """The Pipeline and its :class:`Meta`, or None; ``lock`` takes the row lock."""
+        ...
 
-    async def now(self, session: AsyncSession) -> datetime: ...
+    async def save(self, session: AsyncSession, old: Pipeline, new: Pipeline) -> None:
+        """Write what changed from ``old`` to ``new`` and bump the version (row lock held)."""
+        ...
 
-    async def claim(self, session: AsyncSession, owner: str, lease_seconds: float, limit: int) -> list[Claim]: ...
+    async def wake(self, session: AsyncSession, pipeline_id: str) -> None:
+        """Mark the Pipeline active and due now, and bump ``wake_seq`` (an event or a stop)."""
+        ...
+
+    async def now(self, session: AsyncSession) -> datetime:
+        """PostgreSQL's ``now()``: the only clock the coordinator uses."""
+        ...
+
+    async def claim(self, session: AsyncSession, owner: str, lease_seconds: float, limit: int) -> list[Claim]:
+        """Lease up to ``limit`` active Pipelines that are due, for ``lease_seconds`` (DB clock).
+
+        Returns one fenced :class:`Claim` per row; rows leased by others are skipped.
+        """
+        ...
 
     async def hold(self, session: AsyncSession, claim: Claim, lease_seconds: float) -> None:
         """Lock the claimed row and renew the lease; raises LeaseLost when it is no longer ours."""
 
     async def release(
         self, session: AsyncSession, claim: Claim, *, seen_wake_seq: int, active: bool, wake_in: float | None
-    ) -> None: ...
+    ) -> None:
+        """Free the lease and set the next wake: ``wake_in`` seconds from now, or never.
+
+        A wake after ``seen_wake_seq`` keeps the Pipeline active and due now. Raises
+        :class:`LeaseLost` when the lease is no longer held.
+        """
+        ...
 
     async def page(
         self, session: AsyncSession, project: str, state: str, before_seq: int | None, limit: int
-    ) -> list[tuple[Pipeline, Meta]]: ...
+    ) -> list[tuple[Pipeline, Meta]]:
+        """The Project's Pipelines, newest first (``seq`` descending), at most ``limit``.
+
+        An empty ``state`` means any state; ``before_seq`` is the previous page's last ``seq``.
+        """
+        ...

@@ -35,6 +35,7 @@ class Settings:
     retry_max_seconds: float = 60.0  # longest such wait
 
     def timing(self) -> Timing:
+        """The domain :class:`Timing` built from these settings (every field in seconds)."""
         return Timing(
             service_poll=self.service_poll_seconds,
             batch_recheck=self.batch_recheck_seconds,

@@ -110,6 +110,7 @@ class Step:
 
     @property
     def is_service(self) -> bool:
+        """Whether the step's family is ``reconciled-service`` (a service, not a batch Run)."""
         return self.family == SERVICE
 
     @property
@@ -124,6 +125,7 @@ class Step:
         return launched and not self.run_outcome and not self.cancel_refused
 
     def launch_key(self, pipeline_id: str) -> str:
+        """Execution Core's launch key of this step's current launch attempt (seed 004 §8B)."""
         return identities.launch_key(pipeline_id, self.index, self.launch_attempt)
 
 
@@ -159,6 +161,7 @@ class Pipeline:
         raise KeyError(f"pipeline {self.pipeline_id} has no step {index}")
 
     def with_step(self, new: Step) -> Pipeline:
+        """A copy with the step of the same index replaced by ``new``."""
         return replace(self, steps=tuple(new if s.index == new.index else s for s in self.steps))
 
     @property

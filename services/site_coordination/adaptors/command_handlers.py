@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from metallo.messaging import CommandServer, Outbox, Rejected, Topology
-from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from metallo.messaging import CommandServer, Outbox, Rejected, Topology
+from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.application.streams import append_command

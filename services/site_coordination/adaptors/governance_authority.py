@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from metallo.governance import GovernanceError, GovernanceFile
-
 from site_coordination.application.ports import AuthorityUnavailable
 from site_coordination.domain.authorisation import AuthorityFacts
 

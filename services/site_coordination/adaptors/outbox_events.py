@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from google.protobuf.message import Message
-from metallo.messaging import Outbox
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from metallo.messaging import Outbox
 
 
 class OutboxEvents:
@@ -15,4 +16,5 @@ class OutboxEvents:
         self.session = session
 
     async def publish(self, event: Message, aggregate_id: str) -> None:
+        """Write ``event`` as an outbox event row in ``self.session``'s transaction."""
         await self.outbox.publish_event(self.session, event, aggregate_id=aggregate_id)

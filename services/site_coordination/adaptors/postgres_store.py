@@ -171,9 +171,11 @@ class PostgresSiteStore:
         return self._connection
 
     async def now(self) -> datetime:
+        """``SELECT now()``."""
         return (await self.session.execute(select(func.now()))).scalar_one()
 
     async def get_command(self, command_id: str) -> StoredCommand | None:
+        """``SELECT`` the command by ``command_id``; None when absent."""
         row = (await self.session.execute(
             select(site_commands).where(site_commands.c.command_id == command_id)
         )).first()
@@ -182,6 +184,10 @@ class PostgresSiteStore:
     async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
         # The upsert takes the stream row's lock until commit, so concurrent appends
         # to one stream are serialised and numbers stay gapless (a rollback frees it).
+        """Upsert ``site_streams.last_sequence + 1`` (locks the stream row), then insert.
+
+        Returns the stored command with its sequence.
+        """
         stmt = insert(site_streams).values(
             site_id=command.stream.site_id, environment=command.stream.environment,
             last_sequence=1, acknowledged_sequence=0,
@@ -209,6 +215,9 @@ class PostgresSiteStore:
     async def command_for_result(self, command_id: str) -> tuple[StoredCommand, int] | None:
         # Lock the stream row (not the command) so every result of the stream is
         # decided after the previous one committed; one round trip.
+        """One statement: the command and its stream's ``acknowledged_sequence``,
+        the stream row ``FOR UPDATE``; None when the command is unknown.
+        """
         row = (await (await self._core()).execute(
             _COMMAND_FOR_RESULT, {"command_id": command_id})).first()
         if row is None:
@@ -216,6 +225,7 @@ class PostgresSiteStore:
         return _command(row), int(row.acknowledged_sequence)
 
     async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
+        """One statement: mark the command after the acknowledged one delivered; return it."""
         row = (await (await self._core()).execute(
             _DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
         )).first()
@@ -224,6 +234,9 @@ class PostgresSiteStore:
     async def grant_and_deliver_next(
         self, secret_sha256: str,
     ) -> tuple[CommandGrant | None, datetime, StoredCommand | None]:
+        """One statement: the grant by secret hash, ``now()`` and, only when the grant is
+        usable then, its stream's next command marked delivered.
+        """
         row = (await (await self._core()).execute(
             _GRANT_AND_DELIVER_NEXT, {"hash": secret_sha256})).first()
         command = _command(row) if row.command_id is not None else None
@@ -232,6 +245,7 @@ class PostgresSiteStore:
     async def grant_and_command_for_result(
         self, secret_sha256: str, command_id: str,
     ) -> tuple[CommandGrant | None, datetime, tuple[StoredCommand, int] | None]:
+        """One statement: the grant by secret hash, ``now()`` and :meth:`command_for_result`."""
         row = (await (await self._core()).execute(
             _GRANT_AND_COMMAND_FOR_RESULT, {"hash": secret_sha256, "command_id": command_id},
         )).first()
@@ -243,6 +257,11 @@ class PostgresSiteStore:
         # One statement: the result, the acknowledgement advancing with it (seed 004
         # §4A: in the same transaction), the wake-up of long-polls at commit and, when
         # asked, the hand-out of the command after it (as ``deliver_next`` would).
+        """One statement: store the result, advance ``acknowledged_sequence``, ``pg_notify``.
+
+        With ``deliver_next`` also hands out the following command. Raises
+        ``RuntimeError`` when the acknowledgement did not advance by exactly one row.
+        """
         row = (await (await self._core()).execute(_SAVE_RESULT, {
             "result": result_json, "command_id": command.command_id, "deliver": deliver_next,
             "channel": NOTIFY_CHANNEL,
@@ -253,6 +272,7 @@ class PostgresSiteStore:
         return _command(row) if row.command_id is not None else None
 
     async def add_progress(self, command_id: str, code: str) -> bool:
+        """``INSERT INTO progress_reports ... ON CONFLICT DO NOTHING``; True when inserted."""
         result = await self.session.execute(
             insert(progress_reports).values(command_id=command_id, code=code)
             .on_conflict_do_nothing()
@@ -261,12 +281,17 @@ class PostgresSiteStore:
 
     async def notify(self, stream: StreamKey) -> None:
         # Delivered by PostgreSQL only when this transaction commits.
+        """``SELECT pg_notify`` on the stream's channel payload (delivered at commit)."""
         await self.session.execute(
             text("SELECT pg_notify(:channel, :payload)"),
             {"channel": NOTIFY_CHANNEL, "payload": f"{stream.site_id}\x1f{stream.environment}"},
         )
 
     async def attempt(self, attempt_id: str) -> tuple[StreamKey, AttemptState] | None:
+        """Scan the Attempt's commands by sequence: the last material command gives the
+        material; ``completed`` when a result ends the Attempt; ``start_delivered`` once a
+        ``start`` was delivered. None without a material command.
+        """
         rows = (await self.session.execute(
             select(site_commands).where(site_commands.c.attempt_id == attempt_id)
             .order_by(site_commands.c.sequence)
@@ -293,6 +318,7 @@ class PostgresSiteStore:
         )
 
     async def insert_grant(self, grant: CommandGrant, secret_sha256: str) -> None:
+        """``INSERT INTO command_grants``."""
         await self.session.execute(command_grants.insert().values(
             grant_id=grant.grant_id, site_id=grant.stream.site_id,
             environment=grant.stream.environment, secret_sha256=secret_sha256,
@@ -300,10 +326,12 @@ class PostgresSiteStore:
         ))
 
     async def grant_by_hash(self, secret_sha256: str) -> tuple[CommandGrant | None, datetime]:
+        """One statement: the grant by ``secret_sha256`` (or None) and ``now()``."""
         row = (await (await self._core()).execute(_GRANT_AND_NOW, {"hash": secret_sha256})).first()
         return (_grant(row) if row.grant_id is not None else None), row.now
 
     async def revoke_grant(self, grant_id: str) -> bool:
+        """``UPDATE command_grants SET revoked_at = now()`` while unrevoked; True when changed."""
         result = await self.session.execute(
             update(command_grants).where(
                 (command_grants.c.grant_id == grant_id) & command_grants.c.revoked_at.is_(None)
@@ -312,12 +340,14 @@ class PostgresSiteStore:
         return result.rowcount == 1
 
     async def list_grants(self) -> list[CommandGrant]:
+        """``SELECT`` every command grant ordered by ``created_at`` descending."""
         rows = (await self.session.execute(
             select(command_grants).order_by(command_grants.c.created_at.desc())
         )).all()
         return [_grant(r) for r in rows]
 
     async def insert_repository_grant(self, record: RepositoryGrantRecord, issued_by: str) -> None:
+        """``INSERT INTO repository_grants``."""
         await self.session.execute(repository_grants.insert().values(
             grant_id=record.grant_id, site_id=record.stream.site_id,
             environment=record.stream.environment, run_id=record.run_id,
@@ -327,6 +357,7 @@ class PostgresSiteStore:
         ))
 
     async def repository_grant(self, grant_id: str) -> RepositoryGrantRecord | None:
+        """``SELECT`` the repository grant by id; None when absent."""
         row = (await self.session.execute(
             select(repository_grants).where(repository_grants.c.grant_id == grant_id)
         )).first()
@@ -340,6 +371,7 @@ class PostgresSiteStore:
         )
 
     async def revoke_repository_grant(self, grant_id: str) -> None:
+        """``UPDATE repository_grants SET revoked_at = now()`` while unrevoked."""
         await self.session.execute(
             update(repository_grants).where(
                 (repository_grants.c.grant_id == grant_id) & repository_grants.c.revoked_at.is_(None)
@@ -347,9 +379,11 @@ class PostgresSiteStore:
         )
 
     async def insert_read_permit(self, permit: dict[str, Any]) -> None:
+        """``INSERT INTO read_permits``."""
         await self.session.execute(read_permits.insert().values(**permit))
 
     async def read_permit(self, permit_id: str) -> dict[str, Any] | None:
+        """``SELECT`` the permit with ``live = expires_at > now()``; None when absent."""
         row = (await self.session.execute(
             select(read_permits, (read_permits.c.expires_at > func.now()).label("live"))
             .where(read_permits.c.permit_id == permit_id)

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metallo.persistence.engine import database_url
-
 from site_coordination.adaptors.deferral_catalogue import DEFAULT_PATH as DEFAULT_DEFERRALS
 from site_coordination.adaptors.edge.app import EdgeSettings
 from site_coordination.adaptors.edge.server import ServeOptions

@@ -7,7 +7,6 @@ server's tokens, and the messaging tables (outbox, inbox, command receipts).
 
 from __future__ import annotations
 
-from metallo.messaging.schema import add_messaging_tables
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -21,6 +20,8 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
+
+from metallo.messaging.schema import add_messaging_tables
 
 metadata = MetaData()
 add_messaging_tables(metadata)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
 from metallo.identity.issuer import LabIssuer
 from metallo.messaging import Outbox, Topology
 from metallo.persistence.engine import session_factory
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-
 from site_coordination.adaptors.deferral_catalogue import load_catalogue
 from site_coordination.adaptors.edge.app import EdgeServices, EdgeSettings, create_app
 from site_coordination.adaptors.edge.limits import BodyLimits

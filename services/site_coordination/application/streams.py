@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
-
 from site_coordination.application.ports import EventPublisher, SiteStore
 from site_coordination.domain.canonical import canonical_json, sha256_hex
 from site_coordination.domain.deferrals import DeferralCatalogue

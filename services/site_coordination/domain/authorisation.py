@@ -48,15 +48,18 @@ class AttemptState:
 
     @property
     def project(self) -> str:
+        """The material's ``project`` (empty string when absent)."""
         return str(self.material.get("project", ""))
 
     @property
     def member(self) -> dict[str, Any]:
+        """The material's ``member`` object (empty dict when absent or not an object)."""
         member = self.material.get("member")
         return member if isinstance(member, dict) else {}
 
     @property
     def repository_url(self) -> str | None:
+        """The material's ``repository.url``, or None when absent or empty."""
         repo = self.material.get("repository")
         url = repo.get("url") if isinstance(repo, dict) else None
         return url if isinstance(url, str) and url else None

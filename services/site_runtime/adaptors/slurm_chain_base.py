@@ -29,10 +29,12 @@ from site_runtime.application.ports import CommandResult, SiteCommand
 
 
 def now_iso(now: float) -> str:
+    """``now`` (seconds since the epoch) as a UTC ISO 8601 string, e.g. ``2026-11-29T11:02:03Z``."""
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def native_facts(job: NativeJob) -> dict[str, Any]:
+    """The journaled facts of a native job: state, terminal, exit_code, signal, reason, source."""
     return {
         "state": job.state,
         "terminal": job.terminal,

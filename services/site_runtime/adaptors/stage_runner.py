@@ -84,6 +84,7 @@ class Runner:
 
     # -------------------------------------------------------------- processes
     def note(self, text: str) -> None:
+        """Append ``[metallo <UTC time>] text`` to the Attempt's stage log."""
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.log.write(f"[metallo {stamp}] {text}\n".encode())
 
@@ -156,6 +157,11 @@ class Runner:
 
     # -------------------------------------------------------------- git
     def git_env(self) -> dict[str, str]:
+        """The environment of every git step: a private HOME, the askpass helper, the spec's author.
+
+        Creates ``CONTROL_DIR/home`` and ``askpass.sh`` (mode 0700) when missing; adds the
+        repository credentials and ``GIT_SSL_CAINFO`` when the spec names a CA file.
+        """
         home = self.control / "home"
         home.mkdir(mode=0o700, exist_ok=True)
         askpass = self.control / "askpass.sh"
@@ -182,16 +188,26 @@ class Runner:
         return env
 
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
+        """Run ``git *args`` in the checkout as a step; return (returncode, captured stdout).
+
+        Raises :class:`Stopped` on cancellation or wall time.
+        """
         repo = Path(self.spec["repo_dir"])
         return self.run_step(["git", *args], cwd=repo, env=self.git_env(), capture=capture)
 
     def lfs_files(self) -> bool:
+        """Whether git-lfs is installed and the checkout tracks at least one LFS file."""
         if shutil.which("git-lfs") is None:
             return False
         rc, out = self.git("lfs", "ls-files", "--name-only", capture=True)
         return rc == 0 and bool(out.strip())
 
     def stage_in(self) -> dict[str, Any]:
+        """Fetch the repository and check out the pinned commit on the Run's branch.
+
+        Returns the stage outcome: ``{"exit_code": 0}`` or an ``exit_code`` with code
+        ``stage-in-failed`` or ``repository-commit-missing`` (seed 004, Pinned Run inputs).
+        """
         repo = Path(self.spec["repo_dir"])
         info = self.spec["repository"]
         repo.mkdir(mode=0o700, exist_ok=True)
@@ -229,6 +245,11 @@ class Runner:
         return {"exit_code": 0}
 
     def compute(self) -> dict[str, Any]:
+        """Run each step argv in the working directory with the spec's environment.
+
+        Returns ``{"exit_code": 0}``, or the failing step's exit code or signal with code
+        ``compute-failed``; raises :class:`Stopped` on cancellation or wall time.
+        """
         repo = Path(self.spec["repo_dir"])
         cwd = (repo / self.spec.get("working_directory", ".")).resolve()
         if not cwd.is_relative_to(repo.resolve()) or not cwd.is_dir():
@@ -243,6 +264,11 @@ class Runner:
         return {"exit_code": 0}
 
     def stage_out(self) -> dict[str, Any]:
+        """Commit every change and push ``HEAD`` to the Run's branch (LFS objects first).
+
+        Returns ``exit_code`` and ``output_commit`` (None when nothing changed), or code
+        ``stage-out-failed``; raises :class:`Stopped` on cancellation or wall time.
+        """
         info = self.spec["repository"]
         if self.git("add", "-A")[0] != 0:
             return {"exit_code": 1, "code": "stage-out-failed"}
@@ -266,6 +292,12 @@ class Runner:
         return {"exit_code": 0, "output_commit": head.strip() if rc == 0 else None}
 
     def run(self) -> dict[str, Any]:
+        """Run the spec's stage within ``wall_time_seconds`` and return its outcome dict.
+
+        Keys: ``exit_code``, ``signal`` and ``code`` (``cancelled``, ``wall-time-exceeded``,
+        ``<stage>-failed``...) and, for stage-out, ``output_commit``. :class:`Stopped` and
+        ``OSError`` become outcomes (the latter with exit code 127), never exceptions.
+        """
         stage = self.spec["stage"]
         self.note(f"{stage} started (pid {os.getpid()})")
         # compute: the action's wallTimeSeconds; staging: the Runtime's staging limit.

@@ -69,16 +69,47 @@ class QueuedBatchExecutor(Protocol):
     native effect for the same Attempt stage (seed 000, Recovery).
     """
 
-    async def prepare(self, command: SiteCommand) -> CommandResult: ...
+    async def prepare(self, command: SiteCommand) -> CommandResult:
+        """Prepare the Attempt from the saved ``prepare`` payload (workspace, checks).
 
-    async def start(self, command: SiteCommand) -> CommandResult: ...
+        Returns ``succeeded`` or a definite ``refused`` with a ``code`` (nothing native
+        exists then); raises :class:`Deferred` when it cannot progress yet.
+        """
+        ...
 
-    async def observe(self, command: SiteCommand) -> CommandResult: ...
+    async def start(self, command: SiteCommand) -> CommandResult:
+        """Submit the prepared Attempt's native work, at most once per Attempt stage.
 
-    async def cancel(self, command: SiteCommand) -> CommandResult: ...
+        Returns ``succeeded`` with ``native_jobs`` or a definite ``refused``; raises
+        :class:`Deferred` (e.g. ``slurm-submission-limited``) to keep the command pending.
+        """
+        ...
+
+    async def observe(self, command: SiteCommand) -> CommandResult:
+        """Report the Attempt's current native state as ``observation``.
+
+        May advance a staged Attempt (start the next stage once its predecessor
+        completed). ``observation.phase`` is one of docs/site-commands.md's phases
+        (``unknown`` when the native system could not be asked).
+        """
+        ...
+
+    async def cancel(self, command: SiteCommand) -> CommandResult:
+        """Stop the Attempt's native work; a finished or unknown Attempt is left as it is.
+
+        The actual native state is then learned by a later ``observe`` (seed 004 §7C).
+        """
+        ...
 
     async def recover(self, command: SiteCommand) -> CommandResult:
         """Finish a command journaled as in flight before a restart, without duplicating it."""
         ...
 
-    async def read_log(self, command: SiteCommand) -> CommandResult: ...
+    async def read_log(self, command: SiteCommand) -> CommandResult:
+        """Answer a ``read-log`` command with a bounded read of the Attempt's logs.
+
+        Reads only under the viewer's current read permit (seed 001, Private Run log
+        commands), at most the permit's ``max_bytes`` (≤ 5 MiB); a definite refusal is
+        a ``refused`` result with its ``code``.
+        """
+        ...

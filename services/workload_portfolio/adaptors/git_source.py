@@ -50,7 +50,9 @@ class Credential:
 class CredentialProvider(Protocol):
     """Which credential (if any) to present to the repository at ``url``."""
 
-    def credential_for(self, url: str) -> Credential | None: ...
+    def credential_for(self, url: str) -> Credential | None:
+        """The credential to present to ``url``, or None to fetch anonymously."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,10 @@ class HostCredentials:
     by_host: dict[str, Credential]
 
     def credential_for(self, url: str) -> Credential | None:
+        """The credential listed for the https URL's ``host:port`` or ``host``; None otherwise.
+
+        Hosts compare case-insensitively; non-https URLs never get one.
+        """
         parts = urlsplit(url)
         if parts.scheme != "https":
             return None

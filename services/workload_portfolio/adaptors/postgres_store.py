@@ -27,6 +27,10 @@ class PostgresWorkloadStore:
 
     async def lock_workload(self, key: WorkloadKey, *, action_type: str, family: str,
                             environment: str, service_kind: str | None) -> tuple[str, int | None]:
+        """``INSERT ... ON CONFLICT DO NOTHING`` the Workload, then ``SELECT ... FOR UPDATE`` it.
+
+        Returns (workload_id, latest revision or None when it has none yet).
+        """
         await self.session.execute(
             insert(workloads)
             .values(
@@ -55,6 +59,7 @@ class PostgresWorkloadStore:
         return row.id, (row.latest_revision or None)
 
     async def revision_with_digest(self, workload_id: str, spec_digest: str) -> Revision | None:
+        """``SELECT`` the Workload's revision with this ``spec_digest``; None when absent."""
         row = (
             await self.session.execute(
                 _revision_query().where(
@@ -66,6 +71,10 @@ class PostgresWorkloadStore:
         return _revision(row) if row else None
 
     async def add_revision(self, revision: Revision) -> Revision:
+        """``INSERT`` the revision, then ``UPDATE workloads`` to point at it.
+
+        Returns the revision with its database ``created_at``.
+        """
         created_at = (
             await self.session.execute(
                 insert(workload_revisions)
@@ -100,6 +109,7 @@ class PostgresWorkloadStore:
         return Revision(**{**revision.__dict__, "created_at": created_at})
 
     async def get_revision(self, workload_id: str, revision: int) -> Revision | None:
+        """``SELECT`` the revision (``revision`` 0: the latest); None when absent."""
         q = _revision_query().where(workload_revisions.c.workload_id == workload_id)
         if revision:
             q = q.where(workload_revisions.c.revision == revision)
@@ -110,6 +120,10 @@ class PostgresWorkloadStore:
 
     async def list_workloads(self, project: str, *, after: int, limit: int,
                              repository_url: str | None) -> tuple[list[WorkloadSummary], int | None]:
+        """``SELECT`` up to ``limit`` Workloads with ``seq > after`` and their latest revision.
+
+        Returns (page, the last row's ``seq`` when more remain, else None).
+        """
         r = workload_revisions
         q = (
             select(workloads, r.c.commit, r.c.spec_digest)

@@ -29,6 +29,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @dataclass(frozen=True)
 class Settings:
+    """The process settings (variables in the module docstring).
+
+    ``git_timeout_seconds`` limits each git process, in seconds; ``git_credentials``
+    holds https credentials by host, never logged.
+    """
+
     database_url: str
     amqp_url: str
     governance_file: Path

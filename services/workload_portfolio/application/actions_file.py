@@ -51,6 +51,7 @@ class ActionsFile:
 
     @property
     def names(self) -> list[str]:
+        """The action names in file order."""
         return [n for n, _ in self.actions]
 
 

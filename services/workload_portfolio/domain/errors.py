@@ -20,26 +20,41 @@ class PortfolioError(Exception):
 
 
 class PermissionDenied(PortfolioError):
+    """The member lacks the capability in the Project now (``permission-denied``)."""
+
     code = "permission-denied"
 
 
 class GovernanceUnavailable(PortfolioError):
+    """The Project authority cannot answer now (``governance-unavailable``; retry later)."""
+
     code = "governance-unavailable"
 
 
 class InvalidArgument(PortfolioError):
+    """A malformed or out-of-range request field (``invalid-argument``)."""
+
     code = "invalid-argument"
 
 
 class NotFound(PortfolioError):
+    """No such Workload or revision in the Project (``not-found``)."""
+
     code = "not-found"
 
 
 class ActionNotFound(PortfolioError):
+    """The named action is not in ``actions.yaml`` at that commit (``action-not-found``)."""
+
     code = "action-not-found"
 
 
 class ActionsInvalid(PortfolioError):
+    """``actions.yaml`` is too large or invalid (``actions-invalid``).
+
+    ``details`` holds one ``problem.NNN`` entry per shown problem and the ``commit``.
+    """
+
     code = "actions-invalid"
 
 

@@ -30,10 +30,12 @@ class StreamNotifier:
         self._stopping = False
 
     async def start(self) -> None:
+        """Start the background LISTEN task (reconnects on failure until :meth:`stop`)."""
         self._stopping = False
         self._task = asyncio.create_task(self._listen(), name="site-edge-listen")
 
     async def stop(self) -> None:
+        """Stop the LISTEN task and wait for it; never raises."""
         self._stopping = True
         if self._task:
             self._task.cancel()

@@ -21,12 +21,16 @@ class _Strict(BaseModel):
 
 
 class ErrorDetail(BaseModel):
+    """An error: stable ``code``, human ``message`` and optional finer ``reason``."""
+
     code: str = Field(description="Stable error code (docs/site-edge.md)")
     message: str
     reason: str | None = Field(default=None, description="Finer reason code, e.g. of authorisation-refused")
 
 
 class ErrorBody(BaseModel):
+    """The body of every error response: ``{"error": ErrorDetail}``."""
+
     error: ErrorDetail
 
 
@@ -58,6 +62,8 @@ class CommandResult(BaseModel):
 
 
 class ResultRecorded(BaseModel):
+    """Answer to a reported result; ``next`` only when the caller asked to wait for it."""
+
     recorded: bool = Field(description="true: recorded now; false: the identical result was already recorded")
     next: SiteCommand | None = Field(
         None, description="Only when next_wait was given: the stream's next command "
@@ -66,15 +72,25 @@ class ResultRecorded(BaseModel):
 
 
 class ProgressReport(_Strict):
+    """A best-effort progress code for a pending command (seed 001), e.g. a deferral code."""
+
     command_id: Id
     code: Code
 
 
 class ProgressAccepted(BaseModel):
+    """Answer to a progress report."""
+
     reported: bool = Field(description="false when this command already reported this code")
 
 
 class ExecutionAuthorisationRequest(_Strict):
+    """Runtime's request to execute an Attempt (seed 001, authorise interface).
+
+    ``material_digest``, ``member_id``, ``site_username`` and ``account`` must equal
+    the saved material, else the edge refuses (``authorisation-refused``).
+    """
+
     run_id: Id
     attempt_id: Id
     material_digest: Annotated[str, Field(min_length=1, max_length=128)]
@@ -84,17 +100,23 @@ class ExecutionAuthorisationRequest(_Strict):
 
 
 class CurrentAuthority(BaseModel):
+    """The Project, Site and member the owner confirmed at decision time."""
+
     project: str
     site_id: str
     member_id: str
 
 
 class AccountBinding(BaseModel):
+    """The member's Site account (username and account) confirmed at decision time."""
+
     site_username: str
     account: str
 
 
 class ExecutionAuthorised(BaseModel):
+    """A positive execution decision: saved material, authority and binding, used once."""
+
     authorised: Literal[True] = True
     material: dict[str, Any] = Field(description="The saved prepare/apply payload")
     authority: CurrentAuthority = Field(description="The Project authority confirmed now")
@@ -102,6 +124,11 @@ class ExecutionAuthorised(BaseModel):
 
 
 class ReadAuthorisationRequest(_Strict):
+    """A request for a private read permit (seed 001, Private reads).
+
+    ``max_bytes`` is in bytes, 1 to 5 MiB.
+    """
+
     run_id: Id
     attempt_id: Id
     viewer: Id
@@ -111,6 +138,11 @@ class ReadAuthorisationRequest(_Strict):
 
 
 class ReadPermit(BaseModel):
+    """An issued read permit: the exact Run, Attempt, viewer, kind, path and byte limit.
+
+    ``max_bytes`` is in bytes; ``expires_at`` is on the owner's database clock.
+    """
+
     permit_id: str
     run_id: str
     attempt_id: str
@@ -122,10 +154,14 @@ class ReadPermit(BaseModel):
 
 
 class RepositoryGrantRequest(_Strict):
+    """A request for a Run-scoped repository credential (``stage-in`` or ``stage-out``)."""
+
     direction: Literal["stage-in", "stage-out"]
 
 
 class RepositoryGrant(BaseModel):
+    """An issued repository credential; ``token`` is returned only in this answer."""
+
     grant_id: str
     direction: str
     username: str
@@ -135,9 +171,13 @@ class RepositoryGrant(BaseModel):
 
 
 class MemberToken(BaseModel):
+    """A per-action member JWT and its expiry (lifetime at most 3600 seconds)."""
+
     token: str = Field(description="RS256 JWT (lab issuer), at most 3600 s")
     expires_at: datetime
 
 
 class Health(BaseModel):
+    """The health answer: always ``{"status": "ok"}`` while the process serves."""
+
     status: Literal["ok"] = "ok"

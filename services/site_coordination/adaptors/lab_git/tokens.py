@@ -60,6 +60,7 @@ class LabSourceControl:
         return IssuedCredential(username=grant_id, token=token, provider_ref=grant_id)
 
     async def revoke(self, provider_ref: str) -> None:
+        """``UPDATE lab_git_tokens SET revoked_at = now()`` for the token named ``provider_ref``."""
         await self.session.execute(
             update(lab_git_tokens).where(
                 (lab_git_tokens.c.username == provider_ref) & lab_git_tokens.c.revoked_at.is_(None)

@@ -8,6 +8,7 @@ Create Date: 2026-11-29
 
 import sqlalchemy as sa
 from alembic import op
+
 from metallo.messaging.schema import create_messaging_tables, drop_messaging_tables
 
 revision = "0001"
