@@ -78,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         from workload_portfolio.application.actions_file import ActionsFileError, parse_actions_file
 
         try:
-            parsed = parse_actions_file(Path(args[1]).read_bytes(), source=args[1])
+            data = Path(args[1]).read_bytes()
+        except OSError as e:
+            print(f"{args[1]}: cannot read the file ({e.strerror})", file=sys.stderr)
+            return 2
+        try:
+            parsed = parse_actions_file(data, source=args[1])
         except ActionsFileError as e:
             print(e, file=sys.stderr)
             return 1

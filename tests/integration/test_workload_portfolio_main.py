@@ -74,3 +74,6 @@ def test_check_command_reports_every_problem(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad}:3:6: actions.a: 'command' is a required property" in err
     assert f"{bad}:4:13: actions.b.type:" in err
+    assert main(["check", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read the file" in capsys.readouterr().err
+    assert main(["check", str(tmp_path)]) == 2

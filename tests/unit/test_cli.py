@@ -277,3 +277,13 @@ async def test_logs_reads_through_execution_core_and_prints_the_text(amqp_url, t
     sent = s.received[0]
     assert (sent.run_id, sent.stage, sent.attempt_number, sent.max_bytes) == (RUN_ID, "compute", 0, 1000)
     assert refused.code == 2 and "authorisation-refused" in refused.stderr
+
+
+def test_error_text_is_never_read_as_markup(capsys):
+    """A server or user text like "[/x]" is printed as typed, not parsed by Rich."""
+    from metallo.cli.exits import CliError, Exit
+    from metallo.cli.render import print_error
+
+    print_error(CliError("unknown action '[/x]' in ^[a-z0-9]([a-z0-9_.-]{0,61})?$", "see [/bold]docs", Exit.USAGE))
+    err = capsys.readouterr().err
+    assert "'[/x]'" in err and "^[a-z0-9]([a-z0-9_.-]{0,61})?$" in err and "[/bold]docs" in err

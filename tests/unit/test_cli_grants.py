@@ -50,6 +50,10 @@ async def test_refusals_are_usage_errors(site_database):
     bad_duration = await cli("site", "grant", "create", "--site", "lab-slurm",
                              "--environment", "slurm", "--expires", "forever")
     assert bad_duration.code == 2 and "invalid-duration" in bad_duration.stderr
+    unknown = await cli("site", "grant", "create", "--site", "nosuch", "--environment", "slurm")
+    assert unknown.code == 2 and "no Site 'nosuch'" in unknown.stderr
+    wrong = await cli("site", "grant", "create", "--site", "lab-slurm", "--environment", "k8s")
+    assert wrong.code == 2 and "use --environment slurm" in wrong.stderr
     empty = await cli("site", "grant", "list", "-o", "json")
     assert json.loads(empty.stdout) == {"grants": []}
 

@@ -56,7 +56,9 @@ HINTS = {
                        "check actions.yaml`), push, and run again",
     "idempotency-conflict": "this --command-id was already used for a different request; "
                             "leave --command-id out to send a new command",
-    "source-unavailable": "the Git server did not answer in time; run the command again",
+    "source-unavailable": "the Git server could not be reached or refused the connection "
+                          "(check the repository URL, the network and the server's TLS "
+                          "certificate — METALLO_GIT_CA_FILE), then run the command again",
     "repository-not-found": "check the repository URL (and that the platform may read it)",
     "branch-not-found": "check --branch; `git ls-remote REPO` lists the branches",
     "commit-not-found": "check the commit; it must be pushed to the repository",

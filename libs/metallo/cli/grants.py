@@ -76,6 +76,26 @@ def grant_dict(g) -> dict:
             "revoked_at": g.revoked_at.isoformat() if g.revoked_at else None}
 
 
+def _check_stream(site: str, environment: str) -> None:
+    """Refuse a grant for a stream no governed Site has (exit 2), before any write."""
+    from metallo.governance import GovernanceError, GovernanceFile
+    from site_coordination.adaptors.settings import Settings
+
+    path = Settings.from_environment().governance_file
+    try:
+        known = GovernanceFile(path).current().site(site)
+    except GovernanceError as exc:
+        raise CliError(f"governance file {path} is invalid: {exc}",
+                       "fix the file (every error is listed above) and run again",
+                       Exit.USAGE) from None
+    if known is None:
+        raise CliError(f"no Site {site!r} in the governance file {path}",
+                       "use a Site id listed there (or add the Site first)", Exit.USAGE)
+    if known.environment != environment:
+        raise CliError(f"Site {site!r} is a {known.environment} Site, not {environment}",
+                       f"use --environment {known.environment}", Exit.USAGE)
+
+
 @app.command("create")
 def create(site: Annotated[str, typer.Option(help="Site id, e.g. lab-slurm")],
            environment: Annotated[str, typer.Option(help="slurm or k8s")],
@@ -91,6 +111,8 @@ def create(site: Annotated[str, typer.Option(help="Site id, e.g. lab-slurm")],
         seconds = parse_duration(expires)
     except Refusal as exc:
         raise CliError(f"{exc.code}: {exc.message}", "e.g. --expires 30d", Exit.USAGE) from None
+    if environment in ("slurm", "k8s"):  # other values get the domain's own refusal
+        _check_stream(site, environment)
 
     async def body():
         async with _transactions() as transaction:
@@ -102,8 +124,9 @@ def create(site: Annotated[str, typer.Option(help="Site id, e.g. lab-slurm")],
         return
     err.print(f"grant {issued.grant.grant_id} for {issued.grant.stream.site_id}/"
               f"{issued.grant.stream.environment} expires {issued.grant.expires_at.isoformat()}; "
-              "the secret below is shown only now (give it to the Site Runtime as "
-              "METALLO_RUNTIME_GRANT_FILE)", markup=False, highlight=False)
+              "the secret below is shown only now: save it in a file readable only by the "
+              "Site Runtime (mode 0600) and give its path as --grant-file or "
+              "SITE_API_CREDENTIAL_FILE", markup=False, highlight=False)
     typer.echo(issued.secret)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from metallo.cli.exits import CliError
@@ -42,8 +43,10 @@ def print_json(value: Any) -> None:
 
 def print_error(error: CliError) -> None:
     """``error: …`` and ``next: …`` on stderr."""
-    err.print(f"[bold red]error:[/] {error.message}", markup=True, highlight=False)
-    err.print(f"[bold]next:[/] {error.hint}", markup=True, highlight=False)
+    # Messages carry user and server text ("[/x]" is a valid action name to type):
+    # escape it so Rich never reads it as markup.
+    err.print(f"[bold red]error:[/] {escape(error.message)}", markup=True, highlight=False)
+    err.print(f"[bold]next:[/] {escape(error.hint)}", markup=True, highlight=False)
 
 
 def timestamp(value) -> str:
