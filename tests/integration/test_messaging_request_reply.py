@@ -152,3 +152,23 @@ async def test_request_to_a_service_that_never_started(amqp_url, topology):
             await client.request(tk.Deposit(metadata=meta(), account="x", amount=1), timeout=3)
     finally:
         await client.close()
+
+
+async def test_timeout_with_the_service_down_says_so(amqp_url, topology):
+    """The owner's queue exists but nothing consumes it: uncertain, and the message says why."""
+    from metallo.messaging.broker import durable_queue, make_broker, topic_exchange
+
+    broker = make_broker(amqp_url)
+    await broker.connect()
+    exchange = await broker.declare_exchange(topic_exchange(topology.commands_exchange))
+    queue = await broker.declare_queue(durable_queue(topology.command_queue("testkit")))
+    await queue.bind(exchange, routing_key="testkit.command.#")
+    await broker.stop()
+    topology.declared_queues.add(topology.command_queue("testkit"))
+    client = RequestClient(amqp_url, topology)
+    await client.start()
+    try:
+        with pytest.raises(OutcomeUncertain, match="no testkit service is consuming"):
+            await client.request(tk.Deposit(metadata=meta(), account="x", amount=1), timeout=1)
+    finally:
+        await client.close()

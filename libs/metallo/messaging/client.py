@@ -111,9 +111,16 @@ class RequestClient:
             try:
                 outcome: common_pb2.Outcome = await asyncio.wait_for(future, timeout)
             except TimeoutError as exc:
+                idle = await self._owner_has_no_consumer(owner, key)
                 raise OutcomeUncertain(
                     f"{key}: no reply within {timeout}s; the outcome is uncertain "
-                    "(retrying with the same command_id is safe)"
+                    + (
+                        f"— no {owner} service is consuming its queue: the request waits there "
+                        "and is decided when the service starts "
+                        if idle
+                        else ""
+                    )
+                    + "(retrying with the same command_id is safe)"
                 ) from exc
         finally:
             self._pending.pop(correlation_id, None)
@@ -127,6 +134,20 @@ class RequestClient:
         reply = cls()
         outcome.accepted.Unpack(reply)
         return reply
+
+    async def _owner_has_no_consumer(self, owner: str, key: str) -> bool:
+        """True when the owner's queue exists with no consumer (its service is down)."""
+        queue = (
+            self.topology.query_queue(owner) if ".query." in key else self.topology.command_queue(owner)
+        )
+        try:
+            # declare=False is a passive declare; re-declaring refreshes the counts
+            # that FastStream's declarer cached with the queue object.
+            declared = await self._broker.declare_queue(RabbitQueue(queue, durable=True, declare=False))
+            result = await declared.declare(timeout=2)
+        except Exception:  # the diagnosis is best effort; the timeout stands either way
+            return False
+        return result.consumer_count == 0
 
     async def _on_reply(self, message: RabbitMessage) -> None:
         incoming = message.raw_message
