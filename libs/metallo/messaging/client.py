@@ -68,6 +68,10 @@ class RequestClient:
             await self._broker.stop()
             self._broker = None
 
+    async def stop(self) -> None:
+        """Same as :meth:`close` (so a client can be managed like the other parts)."""
+        await self.close()
+
     async def __aenter__(self) -> RequestClient:
         await self.start()
         return self

@@ -18,6 +18,7 @@ from execution_core.application.launch_worker import LaunchWorker
 from execution_core.application.ports import ProjectAuthority
 from execution_core.application.settings import Settings
 from execution_core.application.supervisor import RunSupervisor
+from metallo.lifecycle import Parts
 from metallo.messaging import (
     CommandServer,
     EventConsumer,
@@ -74,7 +75,7 @@ class ExecutionCore:
         self.supervisor = RunSupervisor(
             self.sessions, self.store, self.outbox, self.settings, fault=self.fault
         )
-        self._started: list = []
+        self._running = Parts()
 
     async def start(self) -> None:
         """Start the selected parts (the relay first, so replies can flow)."""
@@ -86,16 +87,8 @@ class ExecutionCore:
             ("launch", self.launch_worker),
             ("supervisor", self.supervisor),
         ]
-        for name, part in order:
-            if name in self.parts:
-                await part.start()
-                self._started.append(part)
+        await self._running.start(order, self.parts)
 
     async def stop(self) -> None:
         """Stop what was started, newest first."""
-        while self._started:
-            part = self._started.pop()
-            if isinstance(part, RequestClient):
-                await part.close()
-            else:
-                await part.stop()
+        await self._running.stop()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from metallo.lifecycle import Parts
 from metallo.messaging import (
     CommandServer,
     EventConsumer,
@@ -69,7 +70,7 @@ class PipelineCoordination:
             self.settings,
             fault=self.fault,
         )
-        self._started: list = []
+        self._running = Parts()
 
     async def start(self) -> None:
         """Start the selected parts (the relay first, so replies and events flow)."""
@@ -80,16 +81,8 @@ class PipelineCoordination:
             ("coordinator", self.client),
             ("coordinator", self.coordinator),
         ]
-        for name, part in order:
-            if name in self.parts:
-                await part.start()
-                self._started.append(part)
+        await self._running.start(order, self.parts)
 
     async def stop(self) -> None:
         """Stop what was started, newest first."""
-        while self._started:
-            part = self._started.pop()
-            if isinstance(part, RequestClient):
-                await part.close()
-            else:
-                await part.stop()
+        await self._running.stop()
