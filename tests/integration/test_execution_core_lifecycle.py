@@ -5,6 +5,8 @@ Site Coordination and Workload Portfolio are doubles at the message level only.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from tests.integration.execution_core_support import (
     COMMIT,
+    FAST,
     happy_batch,
     result,
     revision,
@@ -185,10 +188,6 @@ async def test_planning_rejections_end_the_run_with_stable_codes(make_stack):
 
 
 async def test_dispatch_deadline_ends_an_unconfirmed_start(make_stack):
-    from dataclasses import replace
-
-    from tests.integration.execution_core_support import FAST
-
     def never_confirm_start(cmd, double):
         if cmd.kind == "start":
             return None  # the start stays uncertain
@@ -197,7 +196,7 @@ async def test_dispatch_deadline_ends_an_unconfirmed_start(make_stack):
         return happy_batch(cmd, double)
 
     stack = await make_stack(
-        settings=replace(FAST, dispatch_timeout_seconds=4), script=never_confirm_start
+        settings=dataclasses.replace(FAST, dispatch_timeout_seconds=4), script=never_confirm_start
     )
     run_id = await stack.launch()
     run = await stack.terminal(run_id)
@@ -205,3 +204,17 @@ async def test_dispatch_deadline_ends_an_unconfirmed_start(make_stack):
     kinds = [k for _, k in stack.site.kinds(run_id)]
     assert kinds == ["prepare", "start", "cancel", "observe"]  # the start is never repeated
     assert run.attempts[0].attempt_id == stack.site.received[-1].attempt_id  # same Attempt identity
+
+
+async def test_due_runs_wake_the_workers_without_waiting_for_their_poll(make_stack):
+    """Launch → planned → prepare → start moves on NOTIFY wake-ups alone (migration
+    0004): both workers poll only once a minute here, yet the Run starts at once."""
+    stack = await make_stack(
+        settings=dataclasses.replace(FAST, launch_poll_seconds=60.0, supervisor_poll_seconds=60.0)
+    )
+    await asyncio.sleep(0.5)  # both workers have had their first (empty) pass and now idle
+    run_id = await stack.launch()
+    (started,) = await stack.wait_events(pb.RunStarted, run_id, timeout=20.0)
+    assert started.attempt_number == 1
+    kinds = [k for _, k in stack.site.kinds(run_id)]
+    assert kinds[:2] == ["prepare", "start"]

@@ -2,8 +2,10 @@
 
 Workers that claim rows with fenced leases (launch workers, supervisors) run
 ``run_once()`` pass after pass; a pass that found nothing due waits
-``poll_seconds`` (or until :meth:`PollingWorker.stop`). A failing pass is logged
-and the loop goes on: the rows, not the loop, hold the state.
+``poll_seconds``, or less when :meth:`PollingWorker.wake` is called (a committed
+transaction made work due: ``metallo.persistence.wakeups``) or the worker stops.
+A failing pass is logged and the loop goes on: the rows, not the loop, hold the
+state.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class PollingWorker(ABC):
     owner: str = "worker"
     _task: asyncio.Task | None = None
     _stop: asyncio.Event | None = None
+    _nudge: asyncio.Event | None = None
 
     @property
     @abstractmethod
@@ -36,20 +39,27 @@ class PollingWorker(ABC):
     async def start(self) -> None:
         """Run passes in the background until :meth:`stop`."""
         self._stop = asyncio.Event()
+        self._nudge = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name=self.owner)
 
     async def stop(self) -> None:
         """Stop after the current await; leases held expire on their own."""
         if self._stop is not None:
             self._stop.set()
+        self.wake()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
 
+    def wake(self) -> None:
+        """End the current idle wait now (new work may be due); a no-op when not started."""
+        if self._nudge is not None:
+            self._nudge.set()
+
     async def _loop(self) -> None:
-        assert self._stop is not None
+        assert self._stop is not None and self._nudge is not None
         while not self._stop.is_set():
             try:
                 done = await self.run_once()
@@ -58,4 +68,6 @@ class PollingWorker(ABC):
                 done = 0
             if done == 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.poll_seconds)
+                    await asyncio.wait_for(self._nudge.wait(), self.poll_seconds)
+                # Cleared before the next pass: a wake during that pass ends the next wait.
+                self._nudge.clear()

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from execution_core.adaptors.messaging import register_events, register_requests
 from execution_core.adaptors.run_store import SqlRunStore
+from execution_core.adaptors.tables import RUNS_DUE_CHANNEL
 from execution_core.adaptors.workload_portfolio import PortfolioRevisions
 from execution_core.application.faults import FaultHook, no_fault
 from execution_core.application.launch_worker import LaunchWorker
@@ -28,6 +29,7 @@ from metallo.messaging import (
     Topology,
 )
 from metallo.persistence.engine import session_factory
+from metallo.persistence.wakeups import WakeListener
 
 CONTEXT = "execution_core"
 
@@ -75,7 +77,13 @@ class ExecutionCore:
         self.supervisor = RunSupervisor(
             self.sessions, self.store, self.outbox, self.settings, fault=self.fault
         )
+        # A Run made due (trigger, migration 0004) ends both workers' idle waits.
+        self.wakeups = WakeListener(self.engine.url, RUNS_DUE_CHANNEL, self._wake_workers)
         self._running = Parts()
+
+    def _wake_workers(self) -> None:
+        self.launch_worker.wake()
+        self.supervisor.wake()
 
     async def start(self) -> None:
         """Start the selected parts (the relay first, so replies can flow)."""
@@ -86,8 +94,12 @@ class ExecutionCore:
             ("launch", self.client),
             ("launch", self.launch_worker),
             ("supervisor", self.supervisor),
+            ("wakeups", self.wakeups),
         ]
-        await self._running.start(order, self.parts)
+        selected = set(self.parts)
+        if selected & {"launch", "supervisor"}:
+            selected.add("wakeups")
+        await self._running.start(order, selected)
 
     async def stop(self) -> None:
         """Stop what was started, newest first."""

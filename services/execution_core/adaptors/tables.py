@@ -39,6 +39,9 @@ from metallo.messaging.schema import add_messaging_tables
 from metallo.persistence.leases import lease_columns
 
 metadata = MetaData()
+
+#: NOTIFY channel of the ``runs_due_notify`` trigger (migration 0004): a Run became due.
+RUNS_DUE_CHANNEL = "execution_core_runs_due"
 add_messaging_tables(metadata)
 
 
