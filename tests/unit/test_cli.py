@@ -234,6 +234,24 @@ async def test_pipeline_run_wait_and_exit_codes(amqp_url, topology):
     assert json.loads(listed.stdout)["pipelines"][0]["pipeline_id"] == "p-1"
 
 
+async def test_pipeline_refused_before_any_step_exits_like_the_refused_request(amqp_url, topology):
+    def refused(code: str) -> pc.Pipeline:
+        p = pc.Pipeline(pipeline_id="p-1", project="demo", state="failed", branch="main",
+                        reason_code=code, message="actions.yaml:3:5: command: required")
+        p.steps.add(index=1, action="train", state="skipped")
+        return p
+
+    handlers = {"StartPipeline": lambda c: pc.StartPipelineReply(pipeline_id="p-1", state="preparing"),
+                "GetPipeline": lambda q: refused("actions-invalid")}
+    async with StandIn(amqp_url, topology, ("pipeline_coordination",), handlers):
+        invalid = await cli("pipeline", "run", "https://git.example/demo.git", "--wait")
+        handlers["GetPipeline"] = lambda q: refused("branch-not-found")
+        missing = await cli("pipeline", "show", "p-1", "--wait")
+    assert invalid.code == 2  # as `metallo action run` on that branch
+    assert "actions-invalid" in invalid.stderr and "python -m workload_portfolio check" in invalid.stderr
+    assert missing.code == 3 and "git ls-remote" in missing.stderr
+
+
 async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, topology):
     handlers = {
         "StopPipeline": lambda c: pc.StopPipelineReply(pipeline_id=c.pipeline_id, stop_recorded=True,

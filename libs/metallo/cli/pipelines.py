@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit
+from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import Output, as_dict, err, key_value_table, out, print_json, timestamp
 from metallo.cli.repository import repository_url
@@ -30,9 +30,22 @@ def contract():
     return pc_pb2
 
 
-def pipeline_exit(state: str) -> Exit:
-    """0 succeeded, 1 failed or stopped, 4 not ended yet."""
+def pipeline_exit(pipeline) -> Exit:
+    """0 succeeded, 1 failed or stopped, 4 not ended yet; a Pipeline that failed before any
+    step launched because its branch was refused (``actions-invalid``, ``branch-not-found``,
+    …) ends like the refused request it stands for: 2, or 3 for a not-found code — the
+    same as ``metallo action run`` on that branch (docs/quickstart.md, exit codes)."""
+    state = pipeline.state
+    if state == "failed" and pipeline.reason_code and not any(s.run_id for s in pipeline.steps):
+        return rejection_exit(pipeline.reason_code)
     return {"succeeded": Exit.OK, "failed": Exit.FAILED, "stopped": Exit.FAILED}.get(state, Exit.UNCERTAIN)
+
+
+def refusal_hint(pipeline) -> str | None:
+    """What to do next when :func:`pipeline_exit` says the branch was refused, else None."""
+    if pipeline_exit(pipeline) in (Exit.USAGE, Exit.NOT_FOUND):
+        return rejection_hint(pipeline.reason_code)
+    return None
 
 
 async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
@@ -93,6 +106,13 @@ def print_pipeline(p) -> None:
         out.print(table)
 
 
+def _hint_refusal(pipeline) -> None:
+    hint = refusal_hint(pipeline)
+    if hint:
+        err.print(f"{pipeline.reason_code}: {pipeline.message}\nnext: {hint}", markup=False,
+                  highlight=False)
+
+
 @app.command("run")
 def run_pipeline(
     repo: Annotated[str, typer.Argument(help="repository: path, file:// or https:// URL")],
@@ -128,7 +148,9 @@ def run_pipeline(
         print_pipeline(final)
     else:
         out.print(started.pipeline_id)
-    raise typer.Exit(pipeline_exit(final.state) if final is not None else Exit.OK)
+    if final is not None:
+        _hint_refusal(final)
+    raise typer.Exit(pipeline_exit(final) if final is not None else Exit.OK)
 
 
 @app.command("show")
@@ -150,7 +172,8 @@ def show(pipeline_id: str, member: opt.Member = None, project: opt.Project = Non
     else:
         print_pipeline(pipeline)
     if wait_end:
-        raise typer.Exit(pipeline_exit(pipeline.state))
+        _hint_refusal(pipeline)
+        raise typer.Exit(pipeline_exit(pipeline))
 
 
 @app.command("stop")
