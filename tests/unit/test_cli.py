@@ -122,9 +122,24 @@ async def test_not_found_exits_3_and_permission_denied_exits_2(amqp_url, topolog
                                                                  "ListRuns": denied}):
         missing = await cli("run", "show", RUN_ID)
         refused = await cli("run", "list")
+        as_json = await cli("run", "show", RUN_ID, "-o", "json")
     assert missing.code == 3 and "not-found" in missing.stderr and "next:" in missing.stderr
+    assert missing.stdout == ""  # text output: the error goes to stderr only
     assert refused.code == 2 and "permission-denied" in refused.stderr
     assert "governance file" in refused.stderr
+    # --output json: the same error is also one JSON object on stdout, for scripts.
+    error = json.loads(as_json.stdout)["error"]
+    assert as_json.code == 3 and error["code"] == "not-found" and error["exit_code"] == 3
+    assert "no such Run" in error["message"] and error["hint"]
+
+
+def test_wants_json_reads_every_spelling_of_the_output_option():
+    from metallo.cli.__main__ import wants_json
+
+    assert wants_json(["run", "show", "r", "-o", "json"])
+    assert wants_json(["run", "list", "--output=json"]) and wants_json(["run", "list", "-ojson"])
+    assert not wants_json(["run", "show", "r"]) and not wants_json(["run", "show", "-o", "table"])
+    assert not wants_json(["action", "run", "repo", "--", "-o", "json"])
 
 
 async def test_service_not_running_exits_4_and_says_to_start_it():

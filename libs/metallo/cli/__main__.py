@@ -10,7 +10,20 @@ import sys
 import typer
 
 from metallo.cli.exits import CliError, Exit
-from metallo.cli.render import print_error
+from metallo.cli.render import print_error, print_json
+
+
+def wants_json(args: list[str]) -> bool:
+    """True when the command line asks for ``--output json`` (``-o json``, ``--output=json``,
+    ``-ojson``): its errors are then also one JSON object on stdout, for scripts."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("-o", "--output") and i + 1 < len(args) and args[i + 1] == "json":
+            return True
+        if arg in ("--output=json", "-ojson", "-o=json"):
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,18 +31,25 @@ def main(argv: list[str] | None = None) -> int:
     from metallo.cli.app import app
 
     args = list(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(args)
+
+    def report(error: CliError) -> int:
+        print_error(error)
+        if as_json:
+            print_json({"error": {"code": error.code or None, "message": error.message,
+                                  "hint": error.hint, "exit_code": int(error.exit_code)}})
+        return int(error.exit_code)
+
     try:
         result = app(args, prog_name="metallo", standalone_mode=False)
     except CliError as error:
-        print_error(error)
-        return int(error.exit_code)
+        return report(error)
     except typer.Exit as done:
         return int(done.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        print_error(CliError("interrupted", "the request or Run may go on: check it with "
-                             "`metallo run list --active` or `metallo pipeline list`",
-                             Exit.UNCERTAIN))
-        return int(Exit.UNCERTAIN)
+        return report(CliError("interrupted", "the request or Run may go on: check it with "
+                               "`metallo run list --active` or `metallo pipeline list`",
+                               Exit.UNCERTAIN, code="interrupted"))
     except typer.TyperException as error:
         # Usage errors of the (vendored) Click parser: wrong arguments or options.
         if type(error).__name__ == "NoArgsIsHelpError":
@@ -38,17 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         ctx = getattr(error, "ctx", None)
         if ctx is not None:
             sys.stderr.write(ctx.get_usage() + "\n")
-        print_error(CliError(error.format_message(), "see `metallo --help` or `metallo COMMAND "
-                             "--help` for the arguments", Exit.USAGE))
-        return int(Exit.USAGE)
+        return report(CliError(error.format_message(), "see `metallo --help` or `metallo COMMAND "
+                               "--help` for the arguments", Exit.USAGE, code="usage"))
     except Exception as error:  # a bug or an unforeseen failure: still say what to do next
         if os.environ.get("METALLO_DEBUG") == "1":
             raise
-        print_error(CliError(f"unexpected {type(error).__name__}: {error}",
-                             "run it again with METALLO_DEBUG=1 for the traceback and report it; "
-                             "a command may have been applied (retry with --command-id)",
-                             Exit.UNCERTAIN))
-        return int(Exit.UNCERTAIN)
+        return report(CliError(f"unexpected {type(error).__name__}: {error}",
+                               "run it again with METALLO_DEBUG=1 for the traceback and report it; "
+                               "a command may have been applied (retry with --command-id)",
+                               Exit.UNCERTAIN, code="unexpected-error"))
     return int(result) if isinstance(result, int) else 0
 
 
