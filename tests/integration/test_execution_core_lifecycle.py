@@ -10,6 +10,7 @@ import dataclasses
 import json
 
 import pytest
+from sqlalchemy import text
 
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from tests.integration.execution_core_support import (
@@ -218,3 +219,30 @@ async def test_due_runs_wake_the_workers_without_waiting_for_their_poll(make_sta
     assert started.attempt_number == 1
     kinds = [k for _, k in stack.site.kinds(run_id)]
     assert kinds[:2] == ["prepare", "start"]
+
+
+async def test_a_run_that_ends_wakes_the_oldest_launch_waiting_for_a_slot(make_stack):
+    """Project limit 1: the second launch waits (``concurrent-run-limit``) with a 60 s
+    retry delay, yet is planned as soon as the first Run ends (migration 0005)."""
+    stack = await make_stack(
+        settings=dataclasses.replace(FAST, planning_retry_seconds=60.0, observe_interval_seconds=1.0)
+    )
+    stack.governance.write_text(
+        stack.governance.read_text().replace("concurrent_run_limit: 10", "concurrent_run_limit: 1")
+    )
+    first = await stack.launch()
+    await stack.wait_events(pb.RunStarted, first, timeout=20.0)
+    second = await stack.launch()
+    for _ in range(400):  # the launch worker records why the launch waits
+        async with stack.engine.connect() as conn:
+            row = (await conn.execute(
+                text("SELECT phase, planning_wait_code FROM runs WHERE run_id = :r"), {"r": second}
+            )).one()
+        if row.planning_wait_code:
+            break
+        await asyncio.sleep(0.05)
+    assert tuple(row) == ("accepted", "concurrent-run-limit")
+    ended = await stack.terminal(first)
+    assert ended.outcome == "succeeded"
+    (started,) = await stack.wait_events(pb.RunStarted, second, timeout=20.0)  # ≪ the 60 s retry
+    assert started.attempt_number == 1
