@@ -105,7 +105,12 @@ class LabGitApp:
             return
         access = await self._access(scope)
         if access is None:
-            log.info("lab git refused %s %s: credential-refused", method, path)
+            # git asks without credentials first and sends them after the 401 challenge:
+            # only a refused credential is worth an operator's attention.
+            presented = any(k.lower() == b"authorization" for k, _ in scope.get("headers", []))
+            log.log(logging.INFO if presented else logging.DEBUG,
+                    "lab git refused %s %s: credential-refused%s", method, path,
+                    "" if presented else " (no credential yet; git retries with one)")
             await _respond(send, 401, "credential-refused", challenge=True)
             return
         if admin:
