@@ -93,3 +93,17 @@ def test_plan_orders_components_and_configures_the_runtime(tmp_path):
     edge = components[0]
     assert edge.env["METALLO_SITE_EDGE_PORT"] == "9443"
     assert edge.ready == "https:https://127.0.0.1:9443/healthz"
+
+
+def test_up_never_silently_keeps_another_executor(monkeypatch):
+    from metallo.devstack import control
+
+    live = {"pid": 4242, "executor": "local", "edge_url": "https://127.0.0.1:8443"}
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: live)
+    said: list[str] = []
+    assert control.up("auto", say=said.append) is live
+    assert control.up("local", say=said.append) is live
+    assert "already runs" in said[0]
+    with pytest.raises(control.StackError) as refused:
+        control.up("slurm", say=said.append)
+    assert "metallo dev down" in str(refused.value) and "--executor slurm" in str(refused.value)

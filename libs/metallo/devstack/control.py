@@ -72,12 +72,17 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
        fresh: bool = False, say=print) -> dict:
     """Prepare and start the stack; returns the state when ready.
 
-    Raises StackError (with the next step) when a precondition fails or a component
-    does not become ready (the stack is then stopped again).
+    Raises StackError (with the next step) when a precondition fails, when the stack
+    already runs with another executor than the one asked for (never silently the
+    wrong one), or a component does not become ready (the stack is then stopped again).
     """
     layout = Layout.default()
     live = running_supervisor(layout)
     if live is not None:
+        if executor != "auto" and live.get("executor") != executor:
+            raise StackError(
+                f"the dev stack already runs with the {live.get('executor')} executor, not "
+                f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`")
         say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
             f"{live['executor']}); `metallo dev down` stops it")
         return live
