@@ -196,11 +196,13 @@ class Runner:
         return self.run_step(["git", *args], cwd=repo, env=self.git_env(), capture=capture)
 
     def lfs_files(self) -> bool:
-        """Whether git-lfs is installed and the checkout tracks at least one LFS file."""
+        """Whether git-lfs is installed and the index holds at least one file whose
+        ``filter`` attribute is ``lfs``. One ``git ls-files`` with an attribute pathspec:
+        ``git lfs ls-files`` would start git-lfs, which starts a dozen more git processes."""
         if shutil.which("git-lfs") is None:
             return False
-        rc, out = self.git("lfs", "ls-files", "--name-only", capture=True)
-        return rc == 0 and bool(out.strip())
+        rc, out = self.git("ls-files", "-z", "--", ":(attr:filter=lfs)", capture=True)
+        return rc == 0 and bool(out.strip("\0\n"))
 
     def stage_in(self) -> dict[str, Any]:
         """Fetch the repository and check out the pinned commit on the Run's branch.
@@ -218,7 +220,9 @@ class Runner:
         self.git("remote", "remove", "origin")
         self.git("remote", "add", "origin", info["url"])
         if shutil.which("git-lfs") is not None:
-            self.git("lfs", "install", "--local")
+            # The clean/smudge filters only: no hooks (stage-out pushes LFS objects itself
+            # and pushes with --no-verify), so no git-lfs run after every checkout.
+            self.git("lfs", "install", "--local", "--skip-repo")
         rc, _ = self.git(
             "fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*"
         )

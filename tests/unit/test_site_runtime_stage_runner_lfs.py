@@ -1,0 +1,45 @@
+"""The stage runner's Git LFS handling on a real git repository (seed 004 §8C: model
+files through Git/LFS): filters without hooks, and LFS detection by attribute."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from site_runtime.adaptors.stage_runner import Runner
+
+
+def runner(tmp_path: Path) -> Runner:
+    repo, control = tmp_path / "repo", tmp_path / "control"
+    repo.mkdir()
+    control.mkdir()
+    spec = {"repo_dir": str(repo), "log_file": str(tmp_path / "stage.log"),
+            "author": {"name": "Metallo", "email": "metallo@localhost"}}
+    return Runner(control, spec, credentials={})
+
+
+def test_git_lfs_is_installed():
+    # scripts/slurm-lab up installs it (Debian git-lfs); without it LFS outputs are lost.
+    assert shutil.which("git-lfs") is not None
+
+
+def test_lfs_is_detected_by_attribute_and_filters_come_without_hooks(tmp_path):
+    r = runner(tmp_path)
+    repo = Path(r.spec["repo_dir"])
+    assert r.git("init", "-q")[0] == 0
+    assert r.git("lfs", "install", "--local", "--skip-repo")[0] == 0
+    assert not [h for h in (repo / ".git" / "hooks").iterdir() if not h.name.endswith(".sample")]
+    (repo / "notes.txt").write_text("plain\n")
+    r.git("add", "-A")
+    assert r.lfs_files() is False  # no file under an LFS filter
+
+    (repo / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+    (repo / "model.bin").write_bytes(b"\x00\x01weights" * 100)
+    r.git("add", "-A")
+    assert r.lfs_files() is True
+    assert r.git("commit", "-q", "--no-verify", "-m", "model")[0] == 0
+    # The filter ran: the commit holds an LFS pointer, not the bytes.
+    blob = subprocess.run(["git", "-C", str(repo), "show", "HEAD:model.bin"], capture_output=True,
+                          check=True).stdout
+    assert blob.startswith(b"version https://git-lfs.github.com/spec/v1")
