@@ -72,6 +72,34 @@ async def count_effects_is(engine, n: int) -> bool:
     return await count_effects(engine) == n
 
 
+async def test_outbox_rows_live_and_die_with_the_transaction_and_its_savepoints(ledger_engine, topology):
+    """The first write of a transaction goes through SQLAlchemy, later ones run on its
+    driver connection: all of them belong to the one transaction."""
+    outbox = Outbox(topology)
+
+    async def deposit(session, seq: int) -> None:
+        await outbox.publish_event(session, tk.Deposited(account="s", amount=1, sequence=seq), aggregate_id="s")
+
+    async with session_factory(ledger_engine)() as session:
+        async with session.begin():
+            await deposit(session, 1)
+            async with session.begin_nested() as savepoint:
+                await deposit(session, 2)
+                await savepoint.rollback()
+            await deposit(session, 3)
+        async with session.begin():  # the same session, a new transaction
+            await deposit(session, 4)
+            await deposit(session, 5)
+            await session.rollback()
+        async with session.begin():
+            await deposit(session, 6)
+    async with ledger_engine.connect() as conn:
+        bodies = (await conn.execute(text("SELECT body FROM outbox_messages ORDER BY id"))).scalars().all()
+        dispatch = (await conn.execute(text("SELECT count(*) FROM outbox_dispatch"))).scalar_one()
+    assert [tk.Deposited.FromString(b).sequence for b in bodies] == [1, 3, 6]
+    assert dispatch == 3
+
+
 async def test_late_commit_is_never_skipped(ledger_engine, amqp_url, topology):
     """A transaction that took its row id early but commits after later rows is still published."""
     consumer = effect_recorder("late", ledger_engine, amqp_url, topology)

@@ -38,5 +38,5 @@ def durable_queue(name: str, arguments: dict | None = None, routing_key: str = "
 
 
 def was_returned(result: object) -> bool:
-    """True when a mandatory publish came back as a Basic.Return (unroutable)."""
+    """True when a mandatory publish (FastStream's or aio-pika's) came back as a Basic.Return (unroutable)."""
     return isinstance(result, DeliveredMessage) and isinstance(result.delivery, Basic.Return)

@@ -10,7 +10,9 @@ Every consumed queue ``Q`` has two companions:
   the delivery is parked there with header ``x-metallo-dead-reason``.
 
 A delivery is acked only after its effect committed (or after it was parked),
-so a crash redelivers it and the inbox absorbs the repeat. Deliveries of one
+so a crash redelivers it and the inbox absorbs the repeat. Acks are coalesced:
+once every delivery up to a tag is settled, one ``Basic.Ack(multiple)`` covers
+them all (see :class:`_Acks`). Deliveries of one
 aggregate (header ``x-metallo-aggregate``) are handled one after another in
 arrival order; different aggregates run concurrently in lanes, and a lane may
 apply several waiting deliveries in one transaction.
@@ -24,11 +26,13 @@ import zlib
 from collections.abc import Awaitable, Callable
 
 from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.exceptions import ChannelInvalidStateError
 from faststream.rabbit import RabbitBroker
 
 from metallo.messaging.broker import durable_queue, make_broker, topic_exchange
 from metallo.messaging.envelope import Envelope, decode
 from metallo.messaging.errors import PoisonMessage
+from metallo.messaging.registry import load_all_messages
 from metallo.messaging.relay import backoff_seconds
 from metallo.messaging.topology import Topology
 
@@ -36,6 +40,69 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Envelope, AbstractIncomingMessage], Awaitable[None]]
 BatchHandler = Callable[[list[Envelope]], Awaitable[None]]
+
+
+def _delivered_on(incoming: AbstractIncomingMessage, channel: object) -> bool:
+    """True when ``incoming`` came on ``channel`` (and that channel is open)."""
+    try:
+        return incoming.channel is channel
+    except ChannelInvalidStateError:  # aio-pika raises for a closed channel
+        return False
+
+
+class _Acks:
+    """Acks the settled deliveries of one channel, many per ``Basic.Ack``.
+
+    Lanes settle deliveries out of arrival order. Delivery tags grow in arrival
+    order, so once every delivery up to tag ``t`` is settled one ack with
+    ``multiple`` covers them all. Settled deliveries behind an older one still
+    being handled wait for it, but never more than ``hold`` of them: past that
+    they are acked one by one, so a slow handler cannot use up the prefetch
+    window. Every ack still comes after the delivery's commit (or parking).
+
+    Acks leave in the order they were decided (a FIFO lock): a multiple ack
+    overtaking an earlier one would leave that one naming a tag RabbitMQ no
+    longer holds, which closes the channel.
+    """
+
+    def __init__(self, channel: object, hold: int):
+        self.channel = channel
+        self.hold = hold
+        self._unsettled: dict[int, None] = {}  # tags in arrival order, i.e. ascending
+        self._held: list[AbstractIncomingMessage] = []
+        self._sending = asyncio.Lock()
+
+    def received(self, incoming: AbstractIncomingMessage) -> None:
+        """Note a delivery handed to a lane."""
+        self._unsettled[incoming.delivery_tag] = None
+
+    async def settle(self, messages: list[AbstractIncomingMessage]) -> None:
+        """Ack ``messages`` (each committed or parked) as soon as their turn allows."""
+        for incoming in messages:
+            self._unsettled.pop(incoming.delivery_tag, None)
+        self._held.extend(messages)
+        oldest = next(iter(self._unsettled), None)  # the oldest delivery still being handled
+        if oldest is None:
+            ready, self._held = self._held, []
+        else:
+            ready = [m for m in self._held if m.delivery_tag < oldest]
+            self._held = [m for m in self._held if m.delivery_tag > oldest]
+        if ready:
+            # The newest one's tag is still unacked (RabbitMQ refuses a tag it does
+            # not hold); older ones acked one by one before are simply skipped.
+            last = max(ready, key=lambda m: m.delivery_tag)
+            async with self._sending:
+                await last.ack(multiple=True)
+        if len(self._held) >= self.hold:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Ack every held delivery one by one (a slow handler holds the others back, or stop)."""
+        held, self._held = self._held, []
+        if held:
+            async with self._sending:
+                for incoming in held:
+                    await incoming.ack()
 
 
 class QueueConsumer:
@@ -50,6 +117,10 @@ class QueueConsumer:
     - ``handle_batch(envelopes)``, when given, applies several at once (one
       transaction); if it raises, each delivery of the batch is handled alone.
       A lane waits up to ``linger_seconds`` for a batch to fill.
+
+    :meth:`stop` lets each lane finish the batch in hand (up to
+    ``stop_grace_seconds``) before the connection closes, so those deliveries
+    are acked; deliveries still waiting in a lane are not acked and come back.
     """
 
     def __init__(
@@ -68,6 +139,7 @@ class QueueConsumer:
         linger_seconds: float = 0.01,
         max_retries: int = 5,
         retry_base_seconds: float = 0.5,
+        stop_grace_seconds: float = 10.0,
     ):
         self.amqp_url = amqp_url
         self.topology = topology
@@ -81,27 +153,33 @@ class QueueConsumer:
         self.linger_seconds = linger_seconds
         self.max_retries = max_retries
         self.retry_base_seconds = retry_base_seconds
+        self.stop_grace_seconds = stop_grace_seconds
         self._broker: RabbitBroker | None = None
         self._queue = None
         self._consumer_tag: str | None = None
         self._lanes: list[asyncio.Queue] = [asyncio.Queue() for _ in range(lanes)]
         self._workers: list[asyncio.Task] = []
+        self._closing = False
+        self._acks: _Acks | None = None
 
     async def start(self) -> None:
         """Connect (FastStream broker), declare the topology and start consuming; acks are manual."""
+        # Import every generated message module now, not on the first delivery.
+        load_all_messages()
+        self._closing = False
+        self._lanes = [asyncio.Queue() for _ in self._lanes]
         broker = make_broker(self.amqp_url, prefetch=self.prefetch)
         await broker.connect()
         queue = await declare_consumer_queue(
             broker, self.topology, self.queue_name, self.exchange_name, self.routing_keys
         )
+        self._queue, self._broker = queue, broker
         self._workers = [asyncio.create_task(self._lane(q)) for q in self._lanes]
         # Consume on the broker's own channel with aio-pika's callback: it is called
         # in delivery order with no await before the lane hand-off, which keeps an
         # aggregate's deliveries in order (a FastStream subscriber's decode pipeline
         # may reorder concurrent deliveries).
         self._consumer_tag = await queue.consume(self._on_message)
-        self._queue = queue
-        self._broker = broker
 
     @property
     def broker(self) -> RabbitBroker:
@@ -111,43 +189,69 @@ class QueueConsumer:
         return self._broker
 
     async def stop(self) -> None:
-        """Stop consuming and close; deliveries not acked are redelivered later."""
+        """Stop consuming, let the lanes finish, then close; unacked deliveries come back later.
+
+        Order matters: the lanes ack on the broker's channel, so it closes last.
+        """
+        self._closing = True
         if self._broker is not None:
             try:
                 await self._queue.cancel(self._consumer_tag)
             except Exception:  # the connection may already be gone
                 pass
+        for lane in self._lanes:
+            while not lane.empty():  # never acked: RabbitMQ redelivers them after close
+                lane.get_nowait()
+            lane.put_nowait(None)  # wakes an idle lane
+        if self._workers:
+            _done, late = await asyncio.wait(self._workers, timeout=self.stop_grace_seconds)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        if self._acks is not None:
+            try:  # settled deliveries held behind one that was not handled
+                await self._acks.flush()
+            except Exception:  # the channel may already be gone: they come back, the inbox absorbs them
+                pass
+            self._acks = None
+        if self._broker is not None:
             await self._broker.stop()
             self._broker = None
-        for task in self._workers:
-            task.cancel()
-        for task in self._workers:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._workers = []
 
     async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
         # Hand the delivery to its lane (no await before: order kept); acked there after commit.
+        if self._closing:
+            return  # not acked: redelivered after close
+        acks = self._acks
+        if acks is None or acks.channel is not incoming.channel:
+            # A new channel (first delivery, or after a reconnect) numbers its tags
+            # afresh; the old channel's unacked deliveries are redelivered anyway.
+            acks = self._acks = _Acks(incoming.channel, hold=max(1, (self.prefetch or 64) // 2))
+        acks.received(incoming)
         key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
         lane = zlib.crc32(key.encode()) % len(self._lanes)
         await self._lanes[lane].put(incoming)
 
     async def _lane(self, queue: asyncio.Queue) -> None:
-        while True:
-            batch = [await queue.get()]
+        # ``None`` in the queue means stop (see :meth:`stop`).
+        while (first := await queue.get()) is not None:
+            batch = [first]
             if self.max_batch > 1:
                 # Linger briefly so a trickle of deliveries shares one transaction.
                 deadline = asyncio.get_running_loop().time() + self.linger_seconds
-                while len(batch) < self.max_batch:
+                while len(batch) < self.max_batch and not self._closing:
                     remaining = deadline - asyncio.get_running_loop().time()
                     if queue.empty() and remaining <= 0:
                         break
                     try:
-                        batch.append(queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), remaining))
+                        item = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), remaining)
                     except TimeoutError:
                         break
+                    if item is None:
+                        queue.put_nowait(None)  # seen again after this batch
+                        break
+                    batch.append(item)
             try:
                 await self._process_batch(batch)
             except asyncio.CancelledError:
@@ -171,8 +275,7 @@ class QueueConsumer:
             except Exception as exc:
                 log.info("%s: batch of %d fell back to one by one (%s)", self.queue_name, len(decoded), exc)
             else:
-                for _env, incoming in decoded:
-                    await incoming.ack()
+                await self._settle([incoming for _env, incoming in decoded])
                 return
         for envelope, incoming in decoded:
             await self._process(envelope, incoming)
@@ -189,14 +292,14 @@ class QueueConsumer:
         except Exception as exc:
             await self._retry(incoming, f"{type(exc).__name__}: {exc}")
             return
-        await incoming.ack()
+        await self._settle([incoming])
 
     async def _park(self, incoming: AbstractIncomingMessage, reason: str) -> None:
         headers = dict(incoming.headers or {})
         headers["x-metallo-dead-reason"] = reason[:500]
         headers["x-metallo-source-queue"] = self.queue_name
         await self._republish(incoming, f"{self.queue_name}.dlq", headers)
-        await incoming.ack()
+        await self._settle([incoming])
 
     async def _retry(self, incoming: AbstractIncomingMessage, error: str) -> None:
         headers = dict(incoming.headers or {})
@@ -210,7 +313,22 @@ class QueueConsumer:
         delay = backoff_seconds(tries, base=self.retry_base_seconds, cap=30.0)
         log.warning("retry %d/%d of %s from %s in %.1fs: %s", tries, self.max_retries, incoming.message_id, self.queue_name, delay, error)
         await self._republish(incoming, f"{self.queue_name}.retry", headers, expiration=delay)
-        await incoming.ack()
+        await self._settle([incoming])
+
+    async def _settle(self, messages: list[AbstractIncomingMessage]) -> None:
+        """Ack deliveries whose work is done (committed, parked or re-queued for a retry).
+
+        Deliveries of a channel that has gone since cannot be acked; RabbitMQ
+        redelivers them and the inbox absorbs the repeat.
+        """
+        acks = self._acks
+        current = [m for m in messages if acks is not None and _delivered_on(m, acks.channel)]
+        if current:
+            await acks.settle(current)
+        if len(current) < len(messages):
+            raise ChannelInvalidStateError(
+                f"{len(messages) - len(current)} deliveries came on a channel that has closed since"
+            )
 
     async def _republish(
         self, incoming: AbstractIncomingMessage, queue: str, headers: dict, expiration: float | None = None

@@ -7,15 +7,25 @@ commit. A rolled-back transaction leaves no row, so nothing is published.
 Per-aggregate order: the writer takes a transaction-scoped advisory lock on the
 aggregate before inserting, so rows of one aggregate get increasing ids in
 commit order; the relay publishes an aggregate's rows in id order.
+
+The write is one statement. Once the session's transaction (or savepoint) is
+open on the database, it runs on that transaction's asyncpg connection directly
+— same connection, same transaction — because SQLAlchemy's per-statement work
+cost more CPU than the round trip itself (docs/decisions/0007). SQLAlchemy opens
+transactions and savepoints lazily, so the first write in each asks it for the
+connection (which emits a savepoint's SAVEPOINT), and a write that is its
+transaction's first statement goes through it (``exec_driver_sql``: BEGIN).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+import weakref
+from functools import lru_cache
 
+import asyncpg
 from google.protobuf.message import Message
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from metallo.messaging.topology import (
@@ -30,29 +40,62 @@ NOTIFY_CHANNEL = "metallo_outbox"
 # One round trip per message: the advisory lock on the aggregate is taken before
 # the row's id is drawn (the INSERT selects FROM the lock), so an aggregate's rows
 # get ids in commit order; the NOTIFY is delivered at commit (PostgreSQL folds
-# repeats within a transaction into one).
-_WRITE = text(
-    """
+# repeats within a transaction into one). Numbered parameters ($1…), which both
+# asyncpg and SQLAlchemy's asyncpg dialect (``exec_driver_sql``) take.
+_WRITE = """
 WITH lock AS (
-    SELECT pg_advisory_xact_lock(hashtextextended(:aggregate_id, 0))
+    SELECT pg_advisory_xact_lock(hashtextextended($2, 0))
 ), m AS (
     INSERT INTO outbox_messages
         (message_id, aggregate_id, kind, exchange, routing_key, type, body, correlation_id, headers)
-    SELECT :message_id, :aggregate_id, :kind, :exchange, :routing_key, :type, :body,
-           :correlation_id, CAST(:headers AS jsonb)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, CAST($9::text AS jsonb)
     FROM lock
     RETURNING id, aggregate_id
 ), d AS (
     INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
     RETURNING message_pk
 )
-SELECT pg_notify(:channel, '') FROM d
+SELECT pg_notify($10, '') FROM d
 """
-)
+
+
+@lru_cache(maxsize=16)
+def _headers_json(version: str) -> str:
+    return json.dumps({"contract-version": version})
+
+
+_DRIVER = "metallo.outbox.driver"  # session.info: (innermost transaction, its asyncpg connection)
+
+
+def _innermost_transaction(session: AsyncSession):
+    """The session's current savepoint, else its transaction, else None."""
+    sync = session.sync_session
+    return sync.get_nested_transaction() or sync.get_transaction()
+
+
+def _driver_of(session: AsyncSession) -> asyncpg.Connection | None:
+    """The asyncpg connection noted for the session's innermost transaction, while
+    that is open on the database; None otherwise, and the caller asks SQLAlchemy:
+    it emits a new savepoint's SAVEPOINT only when asked for the connection."""
+    noted = session.info.get(_DRIVER)
+    if noted is None:
+        return None
+    transaction, driver = noted
+    current = _innermost_transaction(session)
+    if current is None or transaction() is not current or not driver.is_in_transaction():
+        return None
+    return driver
 
 
 class Outbox:
-    """Writes outgoing messages into the current transaction's outbox rows."""
+    """Writes outgoing messages into the current transaction's outbox rows.
+
+    A failed write (a deadlock on the aggregate lock, a lost connection) raises
+    SQLAlchemy's error when the write went through SQLAlchemy and asyncpg's
+    (``asyncpg.PostgresError``, ``asyncpg.InterfaceError``) when it ran on the
+    driver connection; either way the transaction must be rolled back. Writes
+    do not autoflush pending ORM objects (the outbox rows do not depend on them).
+    """
 
     def __init__(self, topology: Topology):
         self.topology = topology
@@ -109,20 +152,33 @@ class Outbox:
         aggregate_id: str,
         correlation_id: str | None = None,
     ) -> uuid.UUID:
+        """Insert the message and its dispatch row in the session's transaction."""
         message_id = uuid.uuid4()
-        await session.execute(
-            _WRITE,
-            {
-                "message_id": message_id,
-                "aggregate_id": aggregate_id,
-                "kind": kind,
-                "exchange": exchange,
-                "routing_key": routing_key,
-                "type": message.DESCRIPTOR.full_name,
-                "body": message.SerializeToString(deterministic=True),
-                "correlation_id": correlation_id,
-                "headers": json.dumps({"contract-version": contract_version(message)}),
-                "channel": NOTIFY_CHANNEL,
-            },
+        values = (
+            message_id,
+            aggregate_id,
+            kind,
+            exchange,
+            routing_key,
+            message.DESCRIPTOR.full_name,
+            message.SerializeToString(deterministic=True),
+            correlation_id,
+            _headers_json(contract_version(message)),
+            NOTIFY_CHANNEL,
         )
+        driver = _driver_of(session)
+        if driver is not None:
+            await driver.execute(_WRITE, *values)
+            return message_id
+        connection = await session.connection()
+        driver = (await connection.get_raw_connection()).driver_connection
+        if driver.is_in_transaction():
+            await driver.execute(_WRITE, *values)
+        else:
+            # Not begun on the database yet (SQLAlchemy begins it with its first
+            # statement) or an autocommit session: SQLAlchemy runs it.
+            await connection.exec_driver_sql(_WRITE, values)
+        transaction = _innermost_transaction(session)
+        if driver.is_in_transaction() and transaction is not None:
+            session.info[_DRIVER] = (weakref.ref(transaction), driver)
         return message_id

@@ -1,7 +1,8 @@
 """Message-name registry: fully-qualified protobuf name → generated class.
 
 Generated modules live under ``libs/metallo/<context>/v<N>/*_pb2.py``
-(``scripts/gen-proto``); they are imported once, lazily, on first lookup.
+(``scripts/gen-proto``); they are imported once, on first lookup or by
+:func:`load_all_messages`.
 """
 
 from __future__ import annotations
@@ -30,11 +31,20 @@ def _all_messages() -> dict[str, type[Message]]:
     return found
 
 
+def load_all_messages() -> int:
+    """Import every generated message module now (it happens once); return how many messages are known.
+
+    Consumers call it at start so the first delivery does not pay for the imports.
+    """
+    return len(_all_messages())
+
+
 def message_class(full_name: str) -> type[Message] | None:
     """Return the generated class for ``full_name`` or None when unknown."""
     return _all_messages().get(full_name)
 
 
+@lru_cache(maxsize=1024)
 def parse_name(full_name: str) -> tuple[str, str, str]:
     """Split ``metallo.<context>.v<N>.<Name>`` into (context, version, name).
 
@@ -43,6 +53,7 @@ def parse_name(full_name: str) -> tuple[str, str, str]:
     m = _PACKAGE.match(full_name)
     if not m:
         raise ValueError(f"message {full_name!r} is not metallo.<context>.v<N>.<Name>")
+    # Cached: routing keys and contract versions derive from it for every message.
     return m["context"], m["version"], m["name"]
 
 

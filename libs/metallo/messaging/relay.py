@@ -11,6 +11,12 @@ takes the heads' followers: once a relay leases an aggregate's head, no other
 relay can claim any row of it until that lease ends. A Return (unroutable) is a
 failure even when the broker then acks. With the broker unreachable the relay
 claims nothing and retries the connection; publishing times out fast.
+
+The connection is FastStream's broker; each row is published with aio-pika's
+``Exchange.publish`` on the broker's confirm channel (exchanges declared once
+per connection), not through ``RabbitBroker.publish``, whose per-call work
+(argument validation, id generation, a declarer lookup) cost more than the
+publish itself (docs/decisions/0007).
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
+import aio_pika
 import asyncpg
+from aio_pika.abc import AbstractExchange
 from aio_pika.exceptions import DeliveryError
 from faststream.rabbit import RabbitBroker
 from sqlalchemy import text
@@ -152,6 +160,7 @@ class OutboxRelay:
         self._task: asyncio.Task | None = None
         self._listen_task: asyncio.Task | None = None
         self._broker: RabbitBroker | None = None
+        self._exchanges: dict[str, AbstractExchange] = {}
         self._stopping = False
 
     async def start(self) -> None:
@@ -231,17 +240,28 @@ class OutboxRelay:
         if self._broker is not None:
             return
         broker = make_broker(self.amqp_url, connect_timeout=5)
+        exchanges: dict[str, AbstractExchange] = {}
         try:
             await broker.connect()
             for name in (self.topology.events_exchange, self.topology.commands_exchange):
-                await broker.declare_exchange(topic_exchange(name))
+                exchanges[name] = await broker.declare_exchange(topic_exchange(name))
         except BaseException:
             await broker.stop()
             raise
-        self._broker = broker
+        # The default exchange ("") carries replies to the requester's reply_to queue.
+        exchanges[""] = exchanges[self.topology.events_exchange].channel.default_exchange
+        self._broker, self._exchanges = broker, exchanges
+
+    async def _exchange(self, name: str) -> AbstractExchange:
+        """The declared exchange ``name`` on the current connection (rows may name others)."""
+        exchange = self._exchanges.get(name)
+        if exchange is None:
+            exchange = self._exchanges[name] = await self._broker.declare_exchange(topic_exchange(name))
+        return exchange
 
     async def _disconnect(self) -> None:
         broker, self._broker = self._broker, None
+        self._exchanges = {}
         if broker is not None:
             try:
                 await broker.stop()
@@ -304,24 +324,24 @@ class OutboxRelay:
         return ok, [], []
 
     async def _publish(self, row: _Row) -> str | None:
-        broker = self._broker
-        if broker is None:
+        """Publish one row (mandatory, persistent) and wait for its confirm; return an error or None."""
+        if self._broker is None:
             return "broker connection lost"
         headers = dict(row.headers or {})
         headers["x-metallo-aggregate"] = row.aggregate_id
+        message = aio_pika.Message(
+            row.body,
+            content_type=CONTENT_TYPE,
+            type=row.type,
+            message_id=str(row.message_id),
+            correlation_id=row.correlation_id,
+            headers=headers,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
         try:
-            result = await broker.publish(
-                row.body,
-                exchange=topic_exchange(row.exchange) if row.exchange else None,
-                routing_key=row.routing_key,
-                mandatory=True,
-                persist=True,
-                timeout=self.publish_timeout,
-                content_type=CONTENT_TYPE,
-                message_type=row.type,
-                message_id=str(row.message_id),
-                correlation_id=row.correlation_id,
-                headers=headers,
+            exchange = await self._exchange(row.exchange)
+            result = await exchange.publish(
+                message, row.routing_key, mandatory=True, timeout=self.publish_timeout
             )
         except DeliveryError as exc:  # Basic.Nack
             return f"not confirmed (nack): {exc}"
