@@ -9,7 +9,7 @@ import aio_pika
 import pytest
 from sqlalchemy import text
 
-from metallo.messaging import Outbox, OutboxRelay
+from metallo.messaging import EventConsumer, Outbox, OutboxRelay
 from metallo.persistence.engine import session_factory
 from metallo.testkit.v1 import testkit_pb2 as tk
 from tests.integration.ledger.proxy import TcpProxy
@@ -263,3 +263,35 @@ async def test_notifications_queue_makes_unconsumed_events_routable(ledger_engin
         ch = await conn.channel()
         q = await ch.declare_queue(name, durable=True, passive=True)
         assert q.declaration_result.message_count == 10  # bounded: the oldest two were dropped
+
+
+async def test_batch_handlers_take_runs_in_arrival_order_and_each_event_once(ledger_engine, amqp_url, topology):
+    seen: list[tuple[str, int]] = []
+    calls: list[int] = []
+    consumer = EventConsumer("projection", ledger_engine, amqp_url, topology)
+
+    @consumer.on_batch(tk.Deposited)
+    async def project(session, events: list[tk.Deposited]) -> None:
+        calls.append(len(events))
+        seen.extend((e.account, e.sequence) for e in events)
+
+    with pytest.raises(ValueError, match="already has a handler"):
+        consumer.on(tk.Deposited)(project)
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t", poll_seconds=0.1)
+    await consumer.start()
+    await relay.start()
+    try:
+        for account in ("p", "q", "r"):
+            await write_events(ledger_engine, topology, account, range(20))
+
+        async def all_seen() -> bool:
+            return len(seen) >= 60
+
+        await wait_for(all_seen)
+        await asyncio.sleep(0.3)  # nothing more arrives: each event was applied once
+        assert len(seen) == 60 and len(set(seen)) == 60 and sum(calls) == 60
+        for account in ("p", "q", "r"):
+            assert [s for a, s in seen if a == account] == list(range(20))
+    finally:
+        await relay.stop()
+        await consumer.stop()

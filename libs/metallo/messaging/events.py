@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from itertools import groupby
 
 from google.protobuf.message import Message
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -19,14 +20,16 @@ from metallo.persistence.engine import session_factory
 log = logging.getLogger(__name__)
 
 EventHandler = Callable[[AsyncSession, Message], Awaitable[None]]
+BatchEventHandler = Callable[[AsyncSession, list[Message]], Awaitable[None]]
 
 
 class EventConsumer:
     """Consumes events into one transaction each, with an inbox receipt.
 
     ``name`` is the consumer (its queue is ``<name>.events``). Register handlers
-    with :meth:`on` before :meth:`start`. A handler runs inside the transaction
-    that also records the receipt; a redelivered message skips the handler.
+    with :meth:`on` (one event per call) or :meth:`on_batch` (a list per call)
+    before :meth:`start`. A handler runs inside the transaction that also records
+    the receipts; a redelivered message skips the handler.
     """
 
     def __init__(self, name: str, engine: AsyncEngine, amqp_url: str, topology: Topology, *, prefetch: int = 64):
@@ -37,6 +40,7 @@ class EventConsumer:
         self.topology = topology
         self.prefetch = prefetch
         self._handlers: dict[str, EventHandler] = {}
+        self._batch_handlers: dict[str, BatchEventHandler] = {}
         self._routing_keys: list[str] = []
         self._consumer: QueueConsumer | None = None
 
@@ -44,11 +48,34 @@ class EventConsumer:
         """Decorator: handle events of ``message_type`` with ``handler(session, event)``."""
 
         def register(handler: EventHandler) -> EventHandler:
+            self._register(message_type)
             self._handlers[full_name(message_type)] = handler
-            self._routing_keys.append(event_routing_key(message_type))
             return handler
 
         return register
+
+    def on_batch(self, message_type: type[Message]) -> Callable[[BatchEventHandler], BatchEventHandler]:
+        """Decorator: handle events of ``message_type`` with ``handler(session, events)``.
+
+        ``events`` holds one or more events of that type in arrival order (so each
+        aggregate's order is kept), all new to this consumer, applied in the one
+        transaction that records their receipts — for projections that can write a
+        run of events with one statement. Raises ValueError when ``message_type``
+        already has a handler.
+        """
+
+        def register(handler: BatchEventHandler) -> BatchEventHandler:
+            self._register(message_type)
+            self._batch_handlers[full_name(message_type)] = handler
+            return handler
+
+        return register
+
+    def _register(self, message_type: type[Message]) -> None:
+        name = full_name(message_type)
+        if name in self._handlers or name in self._batch_handlers:
+            raise ValueError(f"{self.name} already has a handler for {name}")
+        self._routing_keys.append(event_routing_key(message_type))
 
     async def start(self) -> None:
         """Declare the queue, bind the registered routing keys and consume."""
@@ -71,22 +98,33 @@ class EventConsumer:
 
     async def _handle_batch(self, envelopes: list[Envelope]) -> None:
         """Apply several events in one transaction; any surprise → caller retries one by one."""
-        handlers = [self._handlers.get(full_name(e.message)) for e in envelopes]
-        if None in handlers:
+        names = [full_name(e.message) for e in envelopes]
+        if any(n not in self._handlers and n not in self._batch_handlers for n in names):
             raise LookupError("batch holds an event without handler")
         async with self.sessions() as session, session.begin():
             new = await record_receipts(session, self.name, [(e.message_id, e.body) for e in envelopes])
             if len(new) != len(envelopes):
                 raise LookupError("batch holds redeliveries")  # rolled back; handled one by one
-            for envelope, handler in zip(envelopes, handlers, strict=True):
-                await handler(session, envelope.message)
+            # Runs of one type in arrival order: a batch handler takes each run whole.
+            for name, run in groupby(envelopes, key=lambda e: full_name(e.message)):
+                events = [e.message for e in run]
+                if name in self._batch_handlers:
+                    await self._batch_handlers[name](session, events)
+                else:
+                    for event in events:
+                        await self._handlers[name](session, event)
 
     async def _handle(self, envelope: Envelope, _incoming) -> None:
-        handler = self._handlers.get(full_name(envelope.message))
-        if handler is None:
-            raise PoisonMessage(f"{self.name} has no handler for {full_name(envelope.message)}")
+        name = full_name(envelope.message)
+        handler = self._handlers.get(name)
+        batch_handler = self._batch_handlers.get(name)
+        if handler is None and batch_handler is None:
+            raise PoisonMessage(f"{self.name} has no handler for {name}")
         async with self.sessions() as session, session.begin():
             if not await record_receipt(session, self.name, envelope.message_id, envelope.body):
                 log.info("%s: duplicate %s ignored", self.name, envelope.message_id)
                 return
-            await handler(session, envelope.message)
+            if handler is not None:
+                await handler(session, envelope.message)
+            else:
+                await batch_handler(session, [envelope.message])

@@ -54,12 +54,16 @@ def ledger_server(engine, amqp_url: str, topology: Topology) -> CommandServer:
 
 
 def effect_recorder(name: str, engine, amqp_url: str, topology: Topology, **kw) -> EventConsumer:
-    """An EventConsumer that records one ``effects`` row per Deposited event it applies."""
+    """An EventConsumer that records one ``effects`` row per Deposited event it applies
+    (a projection: each run of events is written with one executemany, in order)."""
     consumer = EventConsumer(name, engine, amqp_url, topology, **kw)
 
-    @consumer.on(tk.Deposited)
-    async def on_deposited(session, event: tk.Deposited) -> None:
-        await session.execute(_RECORD_EFFECT, {"consumer": name, "account": event.account, "sequence": event.sequence})
+    @consumer.on_batch(tk.Deposited)
+    async def on_deposited(session, events: list[tk.Deposited]) -> None:
+        await session.execute(
+            _RECORD_EFFECT,
+            [{"consumer": name, "account": e.account, "sequence": e.sequence} for e in events],
+        )
 
     return consumer
 
