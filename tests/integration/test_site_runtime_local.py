@@ -164,6 +164,10 @@ async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtim
             break
         await asyncio.sleep(0.05)
     child = int((control / "child").read_text())
+    for _ in range(100):  # the shell forks its background sleep a moment after it starts
+        if len(live_group_members(child)) >= 2:
+            break
+        await asyncio.sleep(0.05)
     assert len(live_group_members(child)) >= 2  # the shell and its background sleep
 
     cancel_seq = await edge.append("cancel", payload={"reason": "member-request"})
