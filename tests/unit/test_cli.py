@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import aio_pika
 import pytest
 
 from metallo.execution_core.v1 import execution_core_pb2 as ec
@@ -146,6 +147,23 @@ async def test_service_not_running_exits_4_and_says_to_start_it():
     result = await cli("run", "show", RUN_ID)
     assert result.code == 4
     assert "metallo dev up" in result.stderr
+
+
+async def test_a_command_is_not_left_queued_for_a_service_that_is_down(amqp_url, topology):
+    # The owner's durable queue exists but nothing consumes it (the service is stopped):
+    # the CLI says so at once and sends nothing, so no command runs later by surprise.
+    conn = await aio_pika.connect(amqp_url)
+    async with conn:
+        channel = await conn.channel()
+        queue = await channel.declare_queue(topology.command_queue("execution_core"), auto_delete=False)
+        try:
+            result = await cli("run", "cancel", RUN_ID, "-o", "json")
+            waiting = (await channel.declare_queue(queue.name, passive=True)).declaration_result
+        finally:
+            await queue.delete(if_unused=False, if_empty=False)
+    assert result.code == 4 and waiting.message_count == 0
+    assert json.loads(result.stdout)["error"]["code"] == "service-not-running"
+    assert "nothing was sent" in result.stderr and "metallo dev up" in result.stderr
 
 
 async def test_no_reply_in_time_is_uncertain_with_the_command_id(amqp_url, topology, monkeypatch):
@@ -320,3 +338,11 @@ def test_error_text_is_never_read_as_markup(capsys):
     print_error(CliError("unknown action '[/x]' in ^[a-z0-9]([a-z0-9_.-]{0,61})?$", "see [/bold]docs", Exit.USAGE))
     err = capsys.readouterr().err
     assert "'[/x]'" in err and "^[a-z0-9]([a-z0-9_.-]{0,61})?$" in err and "[/bold]docs" in err
+
+
+def test_tables_print_server_text_as_written(capsys):
+    from metallo.cli.render import key_value_table, out
+
+    pattern = "does not match '^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$'"
+    out.print(key_value_table("Pipeline p-1", [("message", pattern)]))
+    assert pattern in capsys.readouterr().out  # not read as Rich markup

@@ -17,8 +17,10 @@ from rich.table import Table
 
 from metallo.cli.exits import CliError
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# markup=False: tables and lines carry user and server text ("[a-z]" in a message or an
+# action name must print as written); the few styled lines pass markup=True.
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 class Output(str, Enum):

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Self, TypeVar
 
+import aio_pika
+from aio_pika.exceptions import ChannelClosed
 from aiormq.exceptions import AMQPError
 from google.protobuf.message import Message
 
@@ -24,6 +26,7 @@ from metallo.messaging import (
     ServiceUnavailable,
     Topology,
 )
+from metallo.messaging.topology import request_routing_key
 
 T = TypeVar("T")
 
@@ -56,7 +59,10 @@ class Platform:
 
     def __init__(self, conn: Connection):
         self.conn = conn
-        self._client = RequestClient(conn.amqp_url, Topology(prefix=conn.topology_prefix))
+        self.topology = Topology(prefix=conn.topology_prefix)
+        self._client = RequestClient(conn.amqp_url, self.topology)
+        self._probe: aio_pika.abc.AbstractConnection | None = None
+        self._serving: set[str] = set()  # owner queues seen with a consumer
 
     async def __aenter__(self) -> Self:
         try:
@@ -71,14 +77,53 @@ class Platform:
 
     async def __aexit__(self, *exc_info) -> None:
         await self._client.close()
+        if self._probe is not None:
+            await self._probe.close()
+
+    async def _require_consumer(self, message: Message) -> None:
+        """Refuse to send when the owner's queue is missing or has no consumer.
+
+        A durable queue keeps a command while its service is down and the service
+        decides it when it starts — perhaps much later, to the member's surprise. An
+        interactive client must not leave that behind: it checks first (passive
+        declare on its own channel: a missing queue closes only that channel) and
+        sends nothing. Raises CliError exit 4, code ``service-not-running``.
+        """
+        owner, key = request_routing_key(message)
+        queue = self.topology.query_queue(owner) if ".query." in key else self.topology.command_queue(owner)
+        if queue in self._serving:
+            return
+        consumers = 0
+        try:
+            if self._probe is None:
+                self._probe = await aio_pika.connect(self.conn.amqp_url, timeout=5)
+            channel = await self._probe.channel()
+            try:
+                declared = await channel.declare_queue(queue, passive=True)
+                consumers = declared.declaration_result.consumer_count
+            finally:
+                if not channel.is_closed:
+                    await channel.close()
+        except ChannelClosed:
+            consumers = 0  # no such queue: the service never started here
+        except (TimeoutError, OSError, AMQPError):
+            return  # the probe is a courtesy; the request itself reports what happens
+        if consumers == 0:
+            raise CliError(
+                f"the {owner} service is not running (no consumer on its queue {queue}); "
+                "nothing was sent",
+                "start the platform (`metallo dev up`; `metallo dev status` shows what runs) "
+                "and run this again", Exit.UNCERTAIN, code="service-not-running")
+        self._serving.add(queue)
 
     async def request(self, message: Message, *, timeout: float | None = None) -> Message:
         """Send a command or query and return the typed reply.
 
         Raises CliError: a rejection (exit 2, or 3 for not-found codes), no reply in
         time (exit 4, with the command id to retry safely) or an owner that is not
-        running (exit 4).
+        running (exit 4; checked before sending, so nothing waits in its queue).
         """
+        await self._require_consumer(message)
         try:
             return await self._client.request(message, timeout=timeout or self.conn.timeout_seconds)
         except Rejected as exc:
