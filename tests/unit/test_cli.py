@@ -346,3 +346,29 @@ def test_tables_print_server_text_as_written(capsys):
     pattern = "does not match '^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?$'"
     out.print(key_value_table("Pipeline p-1", [("message", pattern)]))
     assert pattern in capsys.readouterr().out  # not read as Rich markup
+
+
+async def test_list_tables_show_whole_ids_on_a_narrow_console(amqp_url, topology, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    handlers = {"ListRuns": lambda q: ec.ListRunsReply(runs=[a_run()]),
+                "ListPipelines": lambda q: pc.ListPipelinesReply(pipelines=[a_pipeline("succeeded")])}
+    async with StandIn(amqp_url, topology, ("execution_core", "pipeline_coordination"), handlers):
+        runs = await cli("run", "list")
+        pipelines = await cli("pipeline", "list")
+    assert runs.code == 0 and RUN_ID in runs.stdout  # copyable into `metallo run show`
+    assert pipelines.code == 0 and "p-1" in pipelines.stdout
+
+
+def test_a_local_repository_with_a_work_tree_gets_a_stage_out_warning(tmp_path, capsys):
+    import subprocess
+
+    from metallo.cli.repository import repository_url
+
+    work, bare = tmp_path / "work", tmp_path / "bare.git"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    assert repository_url(str(work)) == str(work.resolve())
+    assert "git clone --bare" in capsys.readouterr().err
+    assert repository_url(f"file://{bare}") == f"file://{bare}"
+    assert repository_url(str(bare)) == str(bare.resolve())
+    assert capsys.readouterr().err == ""  # a bare repository takes pushes: no warning

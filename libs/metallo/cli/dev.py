@@ -35,8 +35,12 @@ def up(executor: Annotated[str, typer.Option(
         state = stack_up(executor, foreground=foreground, edge_port=edge_port, fresh=fresh,
                          say=_say)
     except StackError as exc:
-        raise CliError(str(exc), "fix the cause above and run `metallo dev up` again",
-                       Exit.FAILED, code="stack-failed") from None
+        if exc.usage:
+            raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
+                           code="invalid-argument") from None
+        raise CliError(str(exc), "fix the cause the message names (the component logs are in "
+                       "var/dev/logs; `metallo dev status` shows each component) and run "
+                       "`metallo dev up` again", Exit.FAILED, code="stack-failed") from None
     if output is Output.json:
         print_json(state)
     elif not foreground:
@@ -90,6 +94,10 @@ def publish(directory: Annotated[str, typer.Argument(help="directory to publish"
     if state is None:
         raise CliError("the dev stack is not running", "start it with `metallo dev up`",
                        Exit.NOT_FOUND, code="stack-not-running")
+    if not Path(directory).is_dir():
+        raise CliError(f"no such directory: {directory}", "pass the directory holding "
+                       "actions.yaml (it is published as a new repository)", Exit.NOT_FOUND,
+                       code="directory-not-found")
     try:
         url, commit = publish_repository(Path(directory), name, edge_url=state["edge_url"])
     except (PublishError, OSError) as exc:

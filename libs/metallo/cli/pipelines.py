@@ -12,7 +12,16 @@ import typer
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
 from metallo.cli.progress import Snapshot, follow, run_line
-from metallo.cli.render import Output, as_dict, err, key_value_table, out, print_json, timestamp
+from metallo.cli.render import (
+    Output,
+    as_dict,
+    err,
+    key_value_table,
+    out,
+    print_json,
+    print_list_table,
+    timestamp,
+)
 from metallo.cli.repository import repository_url
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
@@ -231,6 +240,6 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
     for p in reply.pipelines:
         table.add_row(p.pipeline_id, p.branch, p.state,
                       " → ".join(f"{s.action}:{s.state}" for s in p.steps), timestamp(p.created_at))
-    out.print(table)
+    print_list_table(table)
     if reply.page.next_page_token:
         out.print(f"more: --page-token {reply.page.next_page_token}")

@@ -68,6 +68,23 @@ def seconds_between(start, end=None) -> float | None:
     return max(0.0, (finish - begin).total_seconds())
 
 
+def print_list_table(table) -> None:
+    """Print a list table at its natural width, one line per row, even on a narrow or
+    piped console (80 columns): ids stay whole and copyable, as with ``kubectl get``;
+    the terminal may wrap the long lines."""
+    from rich.measure import Measurement
+
+    for column in table.columns:
+        column.no_wrap = True
+    natural = Measurement.get(out, out.options.update(width=10_000), table).maximum
+    if natural <= out.width:
+        out.print(table)
+        return
+    # Console.print clamps ``width`` to the console's: render on a console as wide as the rows.
+    wide = Console(width=natural, soft_wrap=True, markup=False, color_system=out.color_system)
+    wide.print(table)
+
+
 def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
     """A two-column table of the non-empty ``rows``."""
     table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)

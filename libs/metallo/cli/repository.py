@@ -4,10 +4,12 @@ written (a Workload is per exact URL, docs/actions.md)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from metallo.cli.exits import CliError, Exit
+from metallo.cli.render import err
 
 MAX_URL = 2048
 
@@ -17,8 +19,12 @@ def repository_url(repo: str) -> str:
     if not repo or len(repo) > MAX_URL:
         raise CliError("REPO is empty or longer than 2048 characters",
                        "pass a repository path or an https:// or file:// URL", Exit.USAGE)
-    scheme = urlsplit(repo).scheme
-    if scheme in ("https", "file"):
+    parts = urlsplit(repo)
+    scheme = parts.scheme
+    if scheme == "https":
+        return repo
+    if scheme == "file":
+        warn_if_checked_out(Path(unquote(parts.path)))
         return repo
     if scheme in ("http", "ssh", "git"):
         raise CliError(f"{scheme}:// repositories are not supported",
@@ -28,4 +34,22 @@ def repository_url(repo: str) -> str:
         raise CliError(f"{repo}: no such local repository",
                        "pass an existing path or an https:// URL", Exit.NOT_FOUND,
                        code="repository-not-found")
+    warn_if_checked_out(path)
     return str(path.resolve())
+
+
+def warn_if_checked_out(path: Path) -> None:
+    """Warn (stderr) when ``path`` is a repository with a work tree: git refuses a push
+    to its checked-out branch, so an action that changes files would fail at stage-out
+    (``stage-out-failed``). Reading works; a bare repository, or one published on the
+    lab Git server, takes pushes. Silent when git cannot tell (not a repository, …)."""
+    try:
+        bare = subprocess.run(["git", "-C", str(path), "rev-parse", "--is-bare-repository"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if bare.returncode == 0 and bare.stdout.strip() == "false":
+        err.print(f"warning: {path} has a work tree, so git refuses pushes to its checked-out "
+                  "branch: an action that changes files fails at stage-out. Use a bare clone "
+                  "(`git clone --bare`) or `metallo dev publish DIR` (the lab Git server).",
+                  markup=False, highlight=False)

@@ -19,6 +19,7 @@ from metallo.cli.render import (
     native_jobs_text,
     out,
     print_json,
+    print_list_table,
     seconds_between,
     timestamp,
 )
@@ -153,7 +154,7 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
     for r in reply.runs:
         table.add_row(r.run_id, r.action, r.site_id, r.phase, r.native_state,
                       r.outcome or "", timestamp(r.accepted_at))
-    out.print(table)
+    print_list_table(table)
     if reply.page.next_page_token:
         out.print(f"more: --page-token {reply.page.next_page_token}")
 
@@ -278,5 +279,10 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
     import sys
 
     sys.stdout.write(read.text)
+    if not read.text:
+        # Not an error: a stage that never ran (an earlier one failed, or a cancel) or
+        # wrote nothing has an empty log; say so rather than print nothing.
+        err.print(f"(the {stage} log is empty: the stage did not run or wrote nothing; "
+                  "`metallo run show RUN` shows which stages ran)", markup=False)
     if read.truncated:
         err.print(f"(only the last {max_bytes} bytes are shown)", markup=False)

@@ -71,7 +71,8 @@ class Platform:
             raise CliError(
                 f"cannot reach RabbitMQ at {redacted_url(self.conn.amqp_url)}: "
                 f"{type(exc).__name__}",
-                "start the platform (`metallo dev up`) or set METALLO_AMQP_URL", Exit.UNCERTAIN,
+                "start RabbitMQ (`scripts/test` and `scripts/demo` start it when missing; the "
+                "dev stack does not) or point METALLO_AMQP_URL at yours", Exit.UNCERTAIN,
                 code="broker-unreachable") from None
         return self
 

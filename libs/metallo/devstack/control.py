@@ -25,7 +25,13 @@ DOWN_TIMEOUT_SECONDS = 90.0
 
 
 class StackError(Exception):
-    """``dev up``/``down`` failed; the message says what to do next."""
+    """``dev up``/``down`` failed; the message says what to do next. ``usage`` is True
+    when the request itself was wrong (unknown executor, another executor already
+    running): nothing was changed."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 def read_state(layout: Layout) -> dict | None:
@@ -61,7 +67,7 @@ def choose_executor(requested: str) -> str:
     if requested == "auto":
         return "slurm" if slurm_lab_running() else "local"
     if requested not in ("local", "slurm"):
-        raise StackError(f"unknown executor {requested!r}: use local, slurm or auto")
+        raise StackError(f"unknown executor {requested!r}: use local, slurm or auto", usage=True)
     if requested == "slurm" and not slurm_lab_running():
         raise StackError("the Slurm lab is not running: start it with `scripts/slurm-lab up` "
                          "(as root), or use --executor local")
@@ -82,7 +88,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         if executor != "auto" and live.get("executor") != executor:
             raise StackError(
                 f"the dev stack already runs with the {live.get('executor')} executor, not "
-                f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`")
+                f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`",
+                usage=True)
         say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
             f"{live['executor']}); `metallo dev down` stops it")
         return live

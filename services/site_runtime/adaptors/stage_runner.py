@@ -213,11 +213,13 @@ class Runner:
         repo = Path(self.spec["repo_dir"])
         info = self.spec["repository"]
         repo.mkdir(mode=0o700, exist_ok=True)
-        if not (repo / ".git").exists():
+        if (repo / ".git").exists():
+            # A rerun after a restart: the remote may point elsewhere; set it afresh.
+            self.git("remote", "remove", "origin")
+        else:
             rc, _ = self.git("init", "-q")
             if rc != 0:
                 return {"exit_code": rc, "code": "stage-in-failed"}
-        self.git("remote", "remove", "origin")
         self.git("remote", "add", "origin", info["url"])
         if shutil.which("git-lfs") is not None:
             # The clean/smudge filters only: no hooks (stage-out pushes LFS objects itself
