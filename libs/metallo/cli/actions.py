@@ -70,6 +70,10 @@ def run_action(
         if error.code == "outcome-uncertain":
             error.hint = (f"run the same command again with --command-id {root_id} (safe: the "
                           "platform returns the saved outcome)")
+        elif error.code == "idempotency-conflict" and command_id:
+            # The platform names the per-request id derived from --command-id.
+            error.message = (f"--command-id {command_id} was already used for a different "
+                             f"request ({error.message})")
         raise
     if output is Output.json:
         print_json({"workload": as_dict(prepared), "launch": as_dict(launched),

@@ -128,7 +128,9 @@ class Platform:
         try:
             return await self._client.request(message, timeout=timeout or self.conn.timeout_seconds)
         except Rejected as exc:
-            details = "".join(f"\n  {k}: {v}" for k, v in sorted(exc.details.items()))
+            # Details the message already spells out (e.g. each actions.yaml problem) once.
+            details = "".join(f"\n  {k}: {v}" for k, v in sorted(exc.details.items())
+                              if str(v) not in (exc.message or ""))
             raise CliError(f"{exc.code}: {exc.message or 'refused'}{details}",
                            rejection_hint(exc.code), rejection_exit(exc.code),
                            code=exc.code) from None

@@ -64,6 +64,9 @@ MAX_ACTIONS = 200
 MAX_URL = 2000
 MAX_BRANCH = 255
 MAX_REASON = 500
+# A refusal's message may list every problem of actions.yaml (file:line each): keep
+# all of them for `metallo pipeline show`, still bounded.
+MAX_MESSAGE = 8000
 _ACTION = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$")
 _BRANCH_BAD = re.compile(r"(\.\.|[\x00-\x20~^:?*\[\\]|@\{|//|^/|/$|\.lock$|^-|\.$)")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -464,7 +467,7 @@ def on_branch_prepared(p: Pipeline, prepared: list[PreparedAction], commit: str,
     try:
         steps = steps_from_prepared(prepared, p.requested_actions)
     except StepSelectionError as e:
-        return replace(p, state=FAILED, prepared_commit=commit, reason_code=e.code, message=str(e)[:MAX_REASON], ended_at=now)
+        return replace(p, state=FAILED, prepared_commit=commit, reason_code=e.code, message=str(e)[:MAX_MESSAGE], ended_at=now)
     return replace(p, state=RUNNING, prepared_commit=commit, steps=steps)
 
 
@@ -472,7 +475,7 @@ def on_branch_refused(p: Pipeline, code: str, message: str, now: datetime) -> Pi
     """PrepareBranch was refused for good (e.g. actions-invalid): the Pipeline fails before any step."""
     if p.state != PREPARING:
         return p
-    return replace(_ok(p), state=FAILED, reason_code=code, message=message[:MAX_REASON], ended_at=now)
+    return replace(_ok(p), state=FAILED, reason_code=code, message=message[:MAX_MESSAGE], ended_at=now)
 
 
 def on_pinned(p: Pipeline, index: int, prepared: PreparedAction, now: datetime) -> Pipeline:
