@@ -181,7 +181,7 @@ async def serve_forever() -> None:
                      authority=GovernanceAuthority(settings.governance_file),
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
-                     lab_git=lab_git)
+                     lab_git=lab_git, draining=lambda: server.should_exit)
     server, sock = build_server(app, settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")

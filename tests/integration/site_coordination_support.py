@@ -74,6 +74,7 @@ class EdgeHarness:
             authority=GovernanceAuthority(self.governance_file), issuer=self.issuer,
             settings=self.settings,
             lab_git=LabGitSettings(root=self.git_root, operator_token=OPERATOR_TOKEN),
+            draining=lambda: self._server is not None and self._server.should_exit,
         )
         port = int(self.url.rsplit(":", 1)[1]) if self.url else 0
         server, sock = build_server(app, ServeOptions(

@@ -134,6 +134,20 @@ async def test_long_poll_wakes_when_a_command_is_appended(edge):
     assert r.status_code == 200 and r.json()["sequence"] == 1
 
 
+async def test_a_long_poll_answers_no_command_when_the_edge_shuts_down(edge):
+    secret = await edge.grant()
+    client = edge.client(secret)
+    pull = asyncio.create_task(client.get("/v1/commands/next", params={"wait": 20}))
+    await asyncio.sleep(0.3)
+    assert not pull.done()
+    edge._server.should_exit = True  # what SIGTERM does
+    r = await asyncio.wait_for(pull, 20)
+    # Answered, not cut off by the graceful-shutdown timeout (5 s) with a traceback.
+    assert r.status_code == 204
+    await edge._task
+    edge._server = None
+
+
 async def test_streams_are_separate_per_environment(edge):
     slurm, k8s = await edge.grant(environment="slurm"), await edge.grant(environment="k8s")
     await edge.append("prepare", environment="k8s", attempt_id="att-k", payload=prepare_payload())

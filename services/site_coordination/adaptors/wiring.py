@@ -3,6 +3,7 @@ the benchmark)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -32,9 +33,11 @@ def edge_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
 
 def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
                authority: ProjectAuthority, issuer: LabIssuer, deferrals_file: Path | None = None,
-               settings: EdgeSettings | None = None, lab_git: LabGitSettings | None = None):
+               settings: EdgeSettings | None = None, lab_git: LabGitSettings | None = None,
+               draining: Callable[[], bool] | None = None):
     """The complete ASGI app: the edge (bounded bodies) plus, when ``lab_git`` is
-    given, the lab Git server under ``/git/`` and ``/git-admin/``."""
+    given, the lab Git server under ``/git/`` and ``/git-admin/``. ``draining()`` says
+    the server is shutting down: long-polls then answer "no command" at once."""
     sessions = session_factory(engine)
     outbox = Outbox(topology)
     settings = settings or EdgeSettings()
@@ -49,6 +52,7 @@ def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
         catalogue=load_catalogue(deferrals_file) if deferrals_file else load_catalogue(),
         notifier=StreamNotifier(database_url),
         settings=settings,
+        **({"draining": draining} if draining is not None else {}),
     )
     edge = BodyLimits(create_app(services), max_bytes=settings.max_body_bytes,
                       max_depth=settings.max_json_depth)

@@ -74,6 +74,9 @@ class EdgeServices:
     autocommit_sessions: async_sessionmaker[AsyncSession] | None = None
     notifier: StreamNotifier | None = None
     settings: EdgeSettings = field(default_factory=EdgeSettings)
+    # True once the server shuts down: a long-poll answers "no command" at once
+    # instead of being cancelled mid-wait by the graceful-shutdown timeout.
+    draining: Callable[[], bool] = lambda: False
 
 
 def _error(status: int, code: str, message: str, reason: str | None = None) -> JSONResponse:
@@ -188,6 +191,8 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         pull_sessions = svc.autocommit_sessions or svc.sessions
         while True:
             if stream is not None:
+                if svc.draining():
+                    return None
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return None
