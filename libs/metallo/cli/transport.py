@@ -90,8 +90,8 @@ class Platform:
         declare on its own channel: a missing queue closes only that channel) and
         sends nothing. Raises CliError exit 4, code ``service-not-running``.
         """
-        owner, key = request_routing_key(message)
-        queue = self.topology.query_queue(owner) if ".query." in key else self.topology.command_queue(owner)
+        owner, _key = request_routing_key(message)
+        queue = self.topology.request_queue(message)
         if queue in self._serving:
             return
         consumers = 0

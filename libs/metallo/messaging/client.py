@@ -115,7 +115,7 @@ class RequestClient:
             try:
                 outcome: common_pb2.Outcome = await asyncio.wait_for(future, timeout)
             except TimeoutError as exc:
-                idle = await self._owner_has_no_consumer(owner, key)
+                idle = await self._owner_has_no_consumer(self.topology.request_queue(message))
                 raise OutcomeUncertain(
                     f"{key}: no reply within {timeout}s; the outcome is uncertain "
                     + (
@@ -139,11 +139,8 @@ class RequestClient:
         outcome.accepted.Unpack(reply)
         return reply
 
-    async def _owner_has_no_consumer(self, owner: str, key: str) -> bool:
-        """True when the owner's queue exists with no consumer (its service is down)."""
-        queue = (
-            self.topology.query_queue(owner) if ".query." in key else self.topology.command_queue(owner)
-        )
+    async def _owner_has_no_consumer(self, queue: str) -> bool:
+        """True when the owner's ``queue`` exists with no consumer (its service is down)."""
         try:
             # declare=False is a passive declare; re-declaring refreshes the counts
             # that FastStream's declarer cached with the queue object.

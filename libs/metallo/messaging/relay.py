@@ -28,17 +28,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import aio_pika
-import asyncpg
 from aio_pika.abc import AbstractExchange
 from aio_pika.exceptions import DeliveryError
 from faststream.rabbit import RabbitBroker
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from metallo.messaging.broker import make_broker, topic_exchange, was_returned
 from metallo.messaging.outbox import NOTIFY_CHANNEL
 from metallo.messaging.topology import CONTENT_TYPE, Topology
+from metallo.persistence.wakeups import WakeListener
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +157,8 @@ class OutboxRelay:
         self.reply_dead_after = reply_dead_after
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._listen_task: asyncio.Task | None = None
+        # LISTEN/NOTIFY only shortens the idle wait; the rows are the truth.
+        self._wakeups = WakeListener(engine.url, NOTIFY_CHANNEL, self._wake.set)
         self._broker: RabbitBroker | None = None
         self._exchanges: dict[str, AbstractExchange] = {}
         self._stopping = False
@@ -167,41 +167,24 @@ class OutboxRelay:
         """Start the relay loop and the LISTEN wake-up in the background."""
         self._stopping = False
         self._task = asyncio.create_task(self._run(), name=f"outbox-relay {self.owner}")
-        self._listen_task = asyncio.create_task(self._listen(), name="outbox-listen")
+        await self._wakeups.start()
 
     async def stop(self) -> None:
         """Stop the loop, free nothing held (leases expire), close the connection."""
         self._stopping = True
         self._wake.set()
-        for task in (self._task, self._listen_task):
-            if task:
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+        await self._wakeups.stop()
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
         await self._disconnect()
 
     def wake(self) -> None:
         """Ask the loop to look for rows now."""
         self._wake.set()
-
-    async def _listen(self) -> None:
-        url = make_url(self.engine.url).set(drivername="postgresql")
-        while not self._stopping:
-            try:
-                conn = await asyncpg.connect(url.render_as_string(hide_password=False), timeout=10)
-                try:
-                    await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-                    while not self._stopping:
-                        await asyncio.sleep(30)
-                finally:
-                    await conn.close()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the poll loop still runs; rows are the truth
-                log.warning("outbox LISTEN connection failed: %s", exc)
-                await asyncio.sleep(2)
 
     async def _run(self) -> None:
         connect_failures = 0

@@ -48,6 +48,11 @@ class Topology:
         """The owner's durable query queue: ``<prefix><owner>.queries``."""
         return f"{self.prefix}{owner}.queries"
 
+    def request_queue(self, message: Message | type[Message]) -> str:
+        """The owner's queue a command or query goes to."""
+        owner, _key = request_routing_key(message)
+        return self.query_queue(owner) if is_query(message) else self.command_queue(owner)
+
     def event_queue(self, consumer: str) -> str:
         """A consumer's own durable event queue: ``<prefix><consumer>.events``."""
         return f"{self.prefix}{consumer}.events"
