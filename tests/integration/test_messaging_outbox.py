@@ -295,3 +295,53 @@ async def test_batch_handlers_take_runs_in_arrival_order_and_each_event_once(led
     finally:
         await relay.stop()
         await consumer.stop()
+
+
+async def _add_outbox_rows(conn, count: int, *, aggregates: int = 500) -> None:
+    await conn.execute(
+        text(
+            """
+WITH m AS (
+    INSERT INTO outbox_messages (message_id, aggregate_id, kind, exchange, routing_key, type, body)
+    SELECT gen_random_uuid(), 'acc' || (g % :aggregates), 'event', 'x', 'k', 't', '\\x00'::bytea
+    FROM generate_series(1, :count) g
+    RETURNING id, aggregate_id)
+INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
+"""
+        ),
+        {"count": count, "aggregates": aggregates},
+    )
+
+
+async def _claim_buffer_hits(conn) -> int:
+    """Shared buffers the relay's claim touches, by EXPLAIN (ANALYZE, BUFFERS); rolled back."""
+    from metallo.messaging.relay import _CHAIN, _CLAIM
+
+    params = {"batch": 500, "chain": _CHAIN, "owner": "t", "token": uuid.uuid4(), "lease_seconds": 30}
+    async with conn.begin_nested() as savepoint:
+        plan = (await conn.execute(text("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + _CLAIM.text), params)).scalar_one()
+        await savepoint.rollback()
+    return plan[0]["Plan"]["Shared Hit Blocks"]
+
+
+async def test_claim_work_stays_linear_when_statistics_say_nothing_is_pending(ledger_engine):
+    # After a quiet spell, autovacuum's statistics say no row is pending; a burst
+    # then used to make the claim join the pending rows with themselves (seconds
+    # per claim at 5000 rows: the relay fell far behind its writers).
+    async with ledger_engine.connect() as conn:
+        await _add_outbox_rows(conn, 20_000)
+        await conn.execute(text("UPDATE outbox_dispatch SET state = 'done'"))
+        await conn.commit()
+    async with ledger_engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text("VACUUM ANALYZE outbox_dispatch"))
+    async with ledger_engine.connect() as conn:
+        await _add_outbox_rows(conn, 1000)
+        await conn.commit()
+        few = await _claim_buffer_hits(conn)
+        await _add_outbox_rows(conn, 3000)
+        await conn.commit()
+        many = await _claim_buffer_hits(conn)
+    # Linear: a few buffer visits per added pending row (it was thousands: 773,132
+    # buffer hits at 1000 pending rows, 11,294,725 at 4000, before the rewrite).
+    assert many - few < 20 * 3000, (few, many)

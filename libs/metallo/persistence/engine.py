@@ -12,6 +12,7 @@ import os
 import re
 
 import asyncpg
+from sqlalchemy import event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
@@ -73,15 +74,34 @@ async def drop_database(url: str) -> None:
         await conn.close()
 
 
-def create_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> AsyncEngine:
-    """Create an async engine over asyncpg for ``url`` (pre-ping on, bounded pool)."""
-    return _create_async_engine(
+def create_engine(url: str, *, pool_size: int = 10, echo: bool = False, recycle_seconds: int = 1800) -> AsyncEngine:
+    """Create an async engine over asyncpg for ``url`` (bounded pool, liveness-checked checkout).
+
+    A pooled connection is checked before use without a round trip: one whose
+    socket the server closed (a PostgreSQL restart or ``pg_terminate_backend``
+    sends FATAL and closes it) is discarded and replaced at checkout, so callers
+    do not see it. SQLAlchemy's ``pool_pre_ping`` would instead spend three round
+    trips (BEGIN, ``;``, ROLLBACK) per checkout — more than a short transaction's
+    own work (docs/decisions/0008). A connection lost silently (no FIN) fails its
+    one transaction and is replaced; none lives longer than ``recycle_seconds``.
+    """
+    engine = _create_async_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=False,
+        pool_recycle=recycle_seconds,
         echo=echo,
     )
+    event.listen(engine.sync_engine, "checkout", _discard_closed)
+    return engine
+
+
+def _discard_closed(dbapi_connection, _record, _proxy) -> None:
+    """Pool ``checkout`` hook: a connection closed by the server is replaced (the
+    pool retries the checkout on DisconnectionError)."""
+    if dbapi_connection.driver_connection.is_closed():
+        raise exc.DisconnectionError("connection closed by the server; replaced")
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from metallo.identity.issuer import LabIssuer
 from metallo.messaging import Outbox, Topology
-from metallo.persistence.engine import session_factory
+from metallo.persistence.engine import create_engine, session_factory
 from site_coordination.adaptors.deferral_catalogue import load_catalogue
 from site_coordination.adaptors.edge.app import EdgeServices, EdgeSettings, create_app
 from site_coordination.adaptors.edge.limits import BodyLimits
@@ -22,13 +22,12 @@ from site_coordination.application.ports import ProjectAuthority
 
 
 def edge_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """The edge's engine: like ``metallo.persistence.engine.create_engine`` but without
-    a pre-ping round trip on every checkout (the edge's requests are short and many).
-    A connection found dead fails its one request with 503 ``storage-unavailable``
-    and is replaced; connections are recycled after 30 minutes.
+    """The edge's engine: ``metallo.persistence.engine.create_engine`` (no pre-ping
+    round trip per checkout; a connection the server closed is replaced at
+    checkout; one lost silently fails its one request with 503
+    ``storage-unavailable`` and is replaced; recycled after 30 minutes).
     """
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size,
-                               pool_pre_ping=False, pool_recycle=1800)
+    return create_engine(url, pool_size=pool_size)
 
 
 def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,

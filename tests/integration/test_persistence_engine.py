@@ -1,0 +1,79 @@
+"""The engine's pool on a real PostgreSQL: connections the server closed are replaced."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from metallo.persistence.engine import create_engine
+
+pytestmark = pytest.mark.integration
+
+
+async def _terminate_backends(url: str) -> int:
+    admin = create_engine(url.rsplit("/", 1)[0] + "/postgres", pool_size=1)
+    try:
+        async with admin.connect() as conn:
+            return len((await conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = :db AND pid <> pg_backend_pid()"),
+                {"db": url.rsplit("/", 1)[1]},
+            )).all())
+    finally:
+        await admin.dispose()
+
+
+async def _until_gone(url: str, pid: int) -> None:
+    """Wait until the terminated backend has exited (its socket is then closed) and
+    give the event loop a moment to read the close, as an idle pool would have."""
+    admin = create_engine(url.rsplit("/", 1)[0] + "/postgres", pool_size=1)
+    try:
+        for _ in range(100):
+            async with admin.connect() as conn:
+                alive = (await conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"),
+                                            {"pid": pid})).scalar_one()
+            if not alive:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
+    finally:
+        await admin.dispose()
+
+
+async def test_a_connection_closed_by_the_server_is_replaced_at_checkout(make_database):
+    url = await make_database("engine")
+    engine = create_engine(url, pool_size=2)
+    try:
+        async with engine.connect() as conn:
+            before = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        assert await _terminate_backends(url) == 1  # the pooled, idle connection
+        await _until_gone(url, before)
+        # No round-trip pre-ping: the pool sees the closed socket and connects anew,
+        # so the next transaction does not fail.
+        async with engine.connect() as conn:
+            after = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        assert after != before
+        assert engine.pool.checkedout() == 0
+    finally:
+        await engine.dispose()
+
+
+async def test_checkout_sends_nothing_to_the_server(make_database):
+    # SQLAlchemy's pool_pre_ping would send BEGIN, ";" and ROLLBACK on every checkout
+    # before the caller's own transaction.
+    url = await make_database("engine")
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+            driver = (await conn.get_raw_connection()).driver_connection
+        sent: list[str] = []
+        driver.add_query_logger(lambda record: sent.append(record.query))
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 2"))
+        assert ";" not in sent
+        assert sent.count("BEGIN;") == 1, sent  # the caller's transaction only
+    finally:
+        await engine.dispose()
