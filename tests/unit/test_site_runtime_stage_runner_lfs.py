@@ -43,3 +43,16 @@ def test_lfs_is_detected_by_attribute_and_filters_come_without_hooks(tmp_path):
     blob = subprocess.run(["git", "-C", str(repo), "show", "HEAD:model.bin"], capture_output=True,
                           check=True).stdout
     assert blob.startswith(b"version https://git-lfs.github.com/spec/v1")
+
+
+def test_the_runner_starts_without_site_packages(tmp_path):
+    # The local executor starts it with -I -S: it must need the standard library only.
+    import subprocess
+
+    from site_runtime.adaptors.local_processes import RUNNER_ARGV
+
+    assert "-S" in RUNNER_ARGV
+    done = subprocess.run([*RUNNER_ARGV], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "usage:" in done.stderr  # imported fine, then asked for CONTROL_DIR
+    done = subprocess.run([*RUNNER_ARGV, str(tmp_path / "missing")], capture_output=True, text=True, timeout=30)
+    assert "ModuleNotFoundError" not in done.stderr

@@ -18,9 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from site_runtime.adaptors import stage_runner
 from site_runtime.adaptors.stage_runner import process_start_ticks
 
-RUNNER_MODULE = "site_runtime.adaptors.stage_runner"
+# The runner uses the standard library only, so it starts isolated (-I) and without
+# site-packages (-S): about 8 ms of CPU instead of 25 ms per start, three per Attempt
+# (the environment's site hooks, such as an editable install's finder, are skipped).
+RUNNER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_runner.__file__).resolve())]
 
 
 class StageProcesses:
@@ -36,7 +40,7 @@ class StageProcesses:
         on purpose: the pid is journaled before anything else happens."""
         with open(log_file, "ab") as out:
             popen = subprocess.Popen(
-                [sys.executable, "-m", RUNNER_MODULE, str(control)],
+                [*RUNNER_ARGV, str(control)],
                 cwd=control,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -1,8 +1,8 @@
 """One stage of a local Attempt, as its own process (the local executor's "job").
 
-``python -m site_runtime.adaptors.stage_runner CONTROL_DIR`` — started by the local
-executor in a new session, so it outlives a Runtime restart and can be re-adopted
-by pid + start time. It:
+``python -I -S …/stage_runner.py CONTROL_DIR`` — started by the local executor in a
+new session, so it outlives a Runtime restart and can be re-adopted by pid + start
+time. It imports the standard library only: it runs without site-packages. It:
 
 1. claims ``CONTROL_DIR/claim`` exclusively (``O_EXCL``; holds ``"<pid> <start>"``):
    a second runner for the same stage exits at once without any effect, so a
