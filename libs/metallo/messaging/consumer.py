@@ -231,7 +231,7 @@ class QueueConsumer:
         acks.received(incoming)
         key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
         lane = zlib.crc32(key.encode()) % len(self._lanes)
-        await self._lanes[lane].put(incoming)
+        self._lanes[lane].put_nowait(incoming)  # unbounded (prefetch bounds it): no await
 
     async def _lane(self, queue: asyncio.Queue) -> None:
         # ``None`` in the queue means stop (see :meth:`stop`).
@@ -241,13 +241,14 @@ class QueueConsumer:
                 # Linger briefly so a trickle of deliveries shares one transaction.
                 deadline = asyncio.get_running_loop().time() + self.linger_seconds
                 while len(batch) < self.max_batch and not self._closing:
-                    remaining = deadline - asyncio.get_running_loop().time()
-                    if queue.empty() and remaining <= 0:
-                        break
-                    try:
-                        item = queue.get_nowait() if not queue.empty() else await asyncio.wait_for(queue.get(), remaining)
-                    except TimeoutError:
-                        break
+                    if not queue.empty():
+                        item = queue.get_nowait()
+                    else:
+                        try:  # asyncio.timeout_at: no task per wait, unlike wait_for
+                            async with asyncio.timeout_at(deadline):
+                                item = await queue.get()
+                        except TimeoutError:
+                            break
                     if item is None:
                         queue.put_nowait(None)  # seen again after this batch
                         break

@@ -14,10 +14,11 @@ so it stays linear however wrong the statistics are (docs/decisions/0008). A Ret
 failure even when the broker then acks. With the broker unreachable the relay
 claims nothing and retries the connection; publishing times out fast.
 
-The connection is FastStream's broker; each row is published with aio-pika's
-``Exchange.publish`` on the broker's confirm channel (exchanges declared once
-per connection), not through ``RabbitBroker.publish``, whose per-call work
-(argument validation, id generation, a declarer lookup) cost more than the
+The connection is FastStream's broker; each row is published with aiormq's
+``Channel.basic_publish`` on the broker's confirm channel (the aiormq channel
+under aio-pika's; exchanges declared once per connection), not through
+``RabbitBroker.publish`` or aio-pika's ``Exchange.publish``, whose per-call work
+(argument validation, message objects, a declarer lookup) cost more than the
 publish itself (docs/decisions/0007).
 """
 
@@ -29,9 +30,9 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-import aio_pika
 from aio_pika.abc import AbstractExchange
 from aio_pika.exceptions import DeliveryError
+from aiormq import spec
 from faststream.rabbit import RabbitBroker
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -125,6 +126,8 @@ WHERE message_pk = ANY(:pks) AND lease_token = :token
 """
 )
 
+
+PERSISTENT = 2  # AMQP delivery-mode
 
 # At most this many rows of one aggregate after its head per claim (each waits
 # for the previous one's confirm, so a longer chain would only slow the batch).
@@ -345,19 +348,23 @@ class OutboxRelay:
             return "broker connection lost"
         headers = dict(row.headers or {})
         headers["x-metallo-aggregate"] = row.aggregate_id
-        message = aio_pika.Message(
-            row.body,
+        properties = spec.Basic.Properties(
             content_type=CONTENT_TYPE,
-            type=row.type,
+            message_type=row.type,
             message_id=str(row.message_id),
             correlation_id=row.correlation_id,
             headers=headers,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            delivery_mode=PERSISTENT,
         )
         try:
-            exchange = await self._exchange(row.exchange)
-            result = await exchange.publish(
-                message, row.routing_key, mandatory=True, timeout=self.publish_timeout
+            channel = await (await self._exchange(row.exchange)).channel.get_underlay_channel()
+            result = await channel.basic_publish(
+                row.body,
+                exchange=row.exchange,
+                routing_key=row.routing_key,
+                properties=properties,
+                mandatory=True,
+                timeout=self.publish_timeout,
             )
         except DeliveryError as exc:  # Basic.Nack
             return f"not confirmed (nack): {exc}"
