@@ -282,6 +282,8 @@ def test_cancel_while_running_observes_before_terminal():
     sim.result("observe", phase="cancelled", native_state="CANCELLED")
     d = sim.step()
     assert d.end == (s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
+    # The Attempt says why too (`metallo run show` printed an empty reason).
+    assert (d.attempt.state, d.attempt.reason_code) == (s.ATTEMPT_CANCELLED, reasons.CANCELLED_BY_MEMBER)
     assert [k for _, k in sim.sent].count("cancel") == 1
 
 

@@ -479,9 +479,10 @@ def _attempt_ended(
     if state == s.ATTEMPT_SUCCEEDED:
         return _end(d, s.OUTCOME_SUCCEEDED, reasons.COMPLETED)
     if cancelling:
-        if d.cancel_origin == "deadline":
-            return _end(d, s.OUTCOME_FAILED, reasons.DISPATCH_DEADLINE_PASSED)
-        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
+        code = reasons.DISPATCH_DEADLINE_PASSED if d.cancel_origin == "deadline" else reasons.CANCELLED_BY_MEMBER
+        if not d.attempt.reason_code:  # the Site reported "cancelled": say why, as the Run does
+            d.attempt.reason_code = code
+        return _end(d, s.OUTCOME_FAILED if d.cancel_origin == "deadline" else s.OUTCOME_CANCELLED, code)
     if state == s.ATTEMPT_CANCELLED:
         d.attempt.reason_code = "cancelled-at-site"
         return _end(d, s.OUTCOME_CANCELLED, "cancelled-at-site")
