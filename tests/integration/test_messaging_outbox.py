@@ -345,3 +345,46 @@ async def test_claim_work_stays_linear_when_statistics_say_nothing_is_pending(le
     # Linear: a few buffer visits per added pending row (it was thousands: 773,132
     # buffer hits at 1000 pending rows, 11,294,725 at 4000, before the rewrite).
     assert many - few < 20 * 3000, (few, many)
+
+
+async def test_published_rows_are_pruned_after_the_retention_and_others_kept(ledger_engine, amqp_url, topology):
+    async with ledger_engine.connect() as conn:
+        await _add_outbox_rows(conn, 40, aggregates=4)
+        # 10 published long ago, 10 published just now, 10 dead long ago, 10 pending
+        await conn.execute(text("""
+            UPDATE outbox_dispatch SET
+              state = CASE WHEN message_pk % 4 = 0 THEN 'done' WHEN message_pk % 4 = 1 THEN 'done'
+                           WHEN message_pk % 4 = 2 THEN 'dead' ELSE 'pending' END,
+              published_at = CASE WHEN message_pk % 4 = 1 THEN now() WHEN message_pk % 4 = 0 THEN now() - interval '8 days' END,
+              next_attempt_at = CASE WHEN message_pk % 4 = 2 THEN now() - interval '8 days' ELSE next_attempt_at END"""))
+        await conn.commit()
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, keep_published_seconds=7 * 86400)
+    assert await relay.prune(limit=4) == 4  # bounded batches
+    assert await relay.prune() == 6
+    assert await relay.prune() == 0
+    assert await dispatch_states(ledger_engine) == {"done": 10, "dead": 10, "pending": 10}
+    async with ledger_engine.connect() as conn:
+        messages = (await conn.execute(text("SELECT count(*) FROM outbox_messages"))).scalar_one()
+        orphans = (await conn.execute(text(
+            "SELECT count(*) FROM outbox_messages m WHERE NOT EXISTS "
+            "(SELECT 1 FROM outbox_dispatch d WHERE d.message_pk = m.id)"))).scalar_one()
+    assert (messages, orphans) == (30, 0)
+
+
+async def test_an_idle_relay_prunes_on_its_own(ledger_engine, amqp_url, topology):
+    async with ledger_engine.connect() as conn:
+        await _add_outbox_rows(conn, 20, aggregates=2)
+        await conn.execute(text("UPDATE outbox_dispatch SET state = 'done', published_at = now() - interval '2 hours'"))
+        await conn.commit()
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, keep_published_seconds=3600, poll_seconds=0.05)
+    await relay.start()
+    try:
+        await wait_for(lambda: _count_rows(ledger_engine, "outbox_messages", expect=0), timeout=10)
+    finally:
+        await relay.stop()
+    assert await dispatch_states(ledger_engine) == {}
+
+
+async def _count_rows(engine, table: str, *, expect: int) -> bool:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one() == expect

@@ -134,6 +134,24 @@ PERSISTENT = 2  # AMQP delivery-mode
 _CHAIN = 100
 
 
+# Retention: published rows are kept ``keep_seconds`` (to answer "was it sent,
+# when?"), then deleted in bounded batches; ``dead`` rows stay until an operator
+# acts on them. The oldest rows come first in the heap, so the scan stops early.
+_PRUNE = text(
+    """
+WITH gone AS (
+    DELETE FROM outbox_dispatch
+    WHERE message_pk IN (
+        SELECT message_pk FROM outbox_dispatch
+        WHERE state = 'done' AND published_at < now() - make_interval(secs => :keep_seconds)
+        LIMIT :limit)
+    RETURNING message_pk
+)
+DELETE FROM outbox_messages WHERE id IN (SELECT message_pk FROM gone)
+"""
+)
+
+
 @dataclass(frozen=True)
 class _Row:
     pk: int
@@ -160,7 +178,9 @@ class OutboxRelay:
     ``owner`` names the relay in leases; ``batch`` rows per claim; ``lease_seconds``
     on PostgreSQL's clock; ``publish_timeout`` seconds per publish; replies that stay
     unroutable ``reply_dead_after`` times become ``dead`` (the requester is gone; its
-    outcome stays in the command receipt).
+    outcome stays in the command receipt). Rows published more than
+    ``keep_published_seconds`` ago (default 7 days) are deleted when the relay is
+    idle, at most every ``prune_every_seconds``; ``dead`` rows are kept.
     """
 
     def __init__(
@@ -175,6 +195,8 @@ class OutboxRelay:
         publish_timeout: float = 10.0,
         poll_seconds: float = 1.0,
         reply_dead_after: int = 3,
+        keep_published_seconds: float = 7 * 86400,
+        prune_every_seconds: float = 3600.0,
     ):
         self.engine = engine
         self.amqp_url = amqp_url
@@ -185,6 +207,9 @@ class OutboxRelay:
         self.publish_timeout = publish_timeout
         self.poll_seconds = poll_seconds
         self.reply_dead_after = reply_dead_after
+        self.keep_published_seconds = keep_published_seconds
+        self.prune_every_seconds = prune_every_seconds
+        self._next_prune = 0.0  # monotonic time; the first cycle prunes
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         # LISTEN/NOTIFY only shortens the idle wait; the rows are the truth.
@@ -240,6 +265,7 @@ class OutboxRelay:
                 await self._sleep(1.0)
                 continue
             if published < self.batch:
+                await self._prune_when_due()
                 await self._sleep(self.poll_seconds)
 
     async def _sleep(self, seconds: float) -> None:
@@ -280,6 +306,28 @@ class OutboxRelay:
                 await broker.stop()
             except Exception:
                 pass
+
+    async def prune(self, *, limit: int = 5000) -> int:
+        """Delete up to ``limit`` rows published more than ``keep_published_seconds``
+        ago (dispatch and message rows); return how many. Pending and dead rows stay."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(_PRUNE, {"keep_seconds": self.keep_published_seconds, "limit": limit})
+        return result.rowcount
+
+    async def _prune_when_due(self) -> None:
+        """Prune at most every ``prune_every_seconds``, only when the relay is idle
+        (a full batch means work is waiting); a failure is logged and retried later."""
+        now = asyncio.get_running_loop().time()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self.prune_every_seconds
+        try:
+            while (deleted := await self.prune()) and not self._stopping:
+                log.info("outbox: deleted %d rows published over %.0f s ago", deleted, self.keep_published_seconds)
+                if deleted < 5000:
+                    break
+        except Exception as exc:  # retention must never stop publishing
+            log.warning("outbox: pruning published rows failed (%s); next try in %.0f s", exc, self.prune_every_seconds)
 
     async def run_once(self) -> int:
         """Claim, publish and settle one batch; return how many rows were confirmed."""
