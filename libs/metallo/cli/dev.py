@@ -96,7 +96,7 @@ def publish(directory: Annotated[str, typer.Argument(help="directory to publish"
                        Exit.NOT_FOUND, code="stack-not-running")
     if not Path(directory).is_dir():
         raise CliError(f"no such directory: {directory}", "pass the directory holding "
-                       "actions.yaml (it is published as a new repository)", Exit.NOT_FOUND,
+                       "actions.yaml (its files become a commit on main of NAME.git)", Exit.NOT_FOUND,
                        code="directory-not-found")
     try:
         url, commit = publish_repository(Path(directory), name, edge_url=state["edge_url"])

@@ -79,10 +79,13 @@ def read_file(url: str, branch: str, commit: str, path: str, *,
 
 def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = None,
             branch: str = "main") -> tuple[str, str]:
-    """Publish ``source`` as ``<name>.git``; returns (repository URL, pushed commit).
+    """Publish ``source`` as ``<name>.git``; returns (repository URL, commit on ``branch``).
 
-    Raises PublishError for a bad name, a missing directory, a refused creation or a
-    failed push.
+    The commit holds exactly the directory's files. A repository that exists already
+    gets it as a new commit on top of ``branch`` (files gone from the directory are
+    deleted); when nothing changed, no commit is made and the branch's commit is
+    returned. Raises PublishError for a bad name, a missing directory, a refused
+    creation or a failed push (another publisher moving the branch meanwhile).
     """
     layout = layout or Layout.default()
     if not NAME.match(name):
@@ -102,9 +105,33 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
     with tempfile.TemporaryDirectory(prefix="metallo-publish-") as tmp:
         work = Path(tmp) / "repo"
         shutil.copytree(source, work, ignore=IGNORED)
-        git = _runner(work, _git_env(tmp, ca, token))
+        env = _git_env(tmp, ca, token)
+        git = _runner(work, env)
         git("init", "-q", "-b", branch)
+        existing = _fetch_branch(work, env, url, branch)
+        if existing:
+            git("reset", "-q", "--soft", existing)  # parent = the branch; the index stays empty
         git("add", "-A")
-        git("commit", "-q", "-m", f"{name}: initial import")
+        if existing and not _staged_changes(work, env):
+            return url, existing
+        git("commit", "-q", "-m", f"{name}: {'update' if existing else 'initial import'}")
         git("push", "-q", url, f"HEAD:refs/heads/{branch}")
         return url, git("rev-parse", "HEAD").strip()
+
+
+def _fetch_branch(work: Path, env: dict[str, str], url: str, branch: str) -> str | None:
+    """The commit ``branch`` points at on ``url`` (fetched into ``work``), or None
+    when the repository has no such branch yet."""
+    done = subprocess.run(["git", "fetch", "-q", "--no-tags", url, f"refs/heads/{branch}"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
+    if done.returncode != 0:
+        if "couldn't find remote ref" in done.stderr:
+            return None
+        raise PublishError(f"git fetch failed: {done.stderr.strip()[-500:]}")
+    return _runner(work, env)("rev-parse", "FETCH_HEAD").strip()
+
+
+def _staged_changes(work: Path, env: dict[str, str]) -> bool:
+    done = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=work, env=env,
+                          capture_output=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
+    return done.returncode != 0
