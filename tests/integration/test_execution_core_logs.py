@@ -182,8 +182,11 @@ async def test_refusals_change_nothing(make_stack):
             await read(stack, run_id, **kw)
         assert exc.value.code == code, kw
     with pytest.raises(Rejected) as exc:
-        await read(stack, "no-such-run")
+        await read(stack, "00000000-0000-4000-8000-000000000000")
     assert exc.value.code == "not-found"
+    with pytest.raises(Rejected) as exc:
+        await read(stack, "no-such-run")
+    assert exc.value.code == "invalid-argument"
     assert [c for c in stack.site.received if c.kind == "read-log"] == []
 
 

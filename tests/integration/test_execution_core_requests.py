@@ -120,8 +120,12 @@ async def test_cancel_before_planning_and_twice(make_stack):
     (done,) = await stack.wait_events(pb.RunCompleted, run_id)
     assert done.outcome == "cancelled"
     with pytest.raises(Rejected) as exc:
-        await stack.cancel("no-such-run")
+        await stack.cancel("00000000-0000-4000-8000-000000000000")
     assert exc.value.code == "not-found"
+    for malformed in ("no-such-run", run_id.upper(), run_id.replace("-", "")):
+        with pytest.raises(Rejected) as exc:
+            await stack.cancel(malformed)
+        assert exc.value.code == "invalid-argument" and "not a Run id" in exc.value.message
 
 
 async def test_cancel_before_start_fences_the_start(make_stack):

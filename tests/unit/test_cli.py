@@ -372,3 +372,18 @@ def test_a_local_repository_with_a_work_tree_gets_a_stage_out_warning(tmp_path, 
     assert repository_url(f"file://{bare}") == f"file://{bare}"
     assert repository_url(str(bare)) == str(bare.resolve())
     assert capsys.readouterr().err == ""  # a bare repository takes pushes: no warning
+
+
+async def test_empty_lists_say_so_and_pipeline_steps_keep_whole_run_ids(amqp_url, topology, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    handlers = {"ListRuns": lambda q: ec.ListRunsReply(runs=[]),
+                "ListPipelines": lambda q: pc.ListPipelinesReply(pipelines=[]),
+                "GetPipeline": lambda q: a_pipeline("succeeded")}
+    async with StandIn(amqp_url, topology, ("execution_core", "pipeline_coordination"), handlers):
+        active = await cli("run", "list", "--active")
+        pipelines = await cli("pipeline", "list")
+        shown = await cli("pipeline", "show", "p-1")
+    assert active.code == 0 and "no active Runs in Project" in active.stdout
+    assert pipelines.code == 0 and "no Pipelines in Project" in pipelines.stdout
+    steps = a_pipeline("succeeded").steps
+    assert shown.code == 0 and all(s.run_id in shown.stdout for s in steps if s.run_id)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
-from metallo.cli.render import Output, err, out, print_json
+from metallo.cli.render import Output, err, out, print_json, print_list_table
 from site_coordination.domain.errors import Refusal
 
 app = typer.Typer(no_args_is_help=True, help="Command grants (psb_) of Site Runtimes.")
@@ -172,4 +172,4 @@ def list_grants(output: opt.OutputOpt = Output.table) -> None:
         table.add_row(g.grant_id, g.stream.site_id, g.stream.environment,
                       g.expires_at.isoformat(timespec="seconds"),
                       g.revoked_at.isoformat(timespec="seconds") if g.revoked_at else "", g.label)
-    out.print(table)
+    print_list_table(table, empty="no command grants (create one with `metallo site grant create`)")

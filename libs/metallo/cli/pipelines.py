@@ -112,7 +112,7 @@ def print_pipeline(p) -> None:
         for s in p.steps:
             table.add_row(str(s.index), s.action, s.state, s.run_id, s.pinned_commit[:12],
                           s.output_commit[:12], s.reason_code)
-        out.print(table)
+        print_list_table(table)
 
 
 def _hint_refusal(pipeline) -> None:
@@ -240,6 +240,6 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
     for p in reply.pipelines:
         table.add_row(p.pipeline_id, p.branch, p.state,
                       " → ".join(f"{s.action}:{s.state}" for s in p.steps), timestamp(p.created_at))
-    print_list_table(table)
+    print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
         out.print(f"more: --page-token {reply.page.next_page_token}")

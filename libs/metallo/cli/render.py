@@ -68,11 +68,16 @@ def seconds_between(start, end=None) -> float | None:
     return max(0.0, (finish - begin).total_seconds())
 
 
-def print_list_table(table) -> None:
+def print_list_table(table, *, empty: str | None = None) -> None:
     """Print a list table at its natural width, one line per row, even on a narrow or
     piped console (80 columns): ids stay whole and copyable, as with ``kubectl get``;
-    the terminal may wrap the long lines."""
+    the terminal may wrap the long lines. With no rows, print ``empty`` instead of
+    an empty frame, when given."""
     from rich.measure import Measurement
+
+    if empty is not None and table.row_count == 0:
+        out.print(empty)
+        return
 
     for column in table.columns:
         column.no_wrap = True

@@ -97,7 +97,7 @@ def print_run(run: ec.Run) -> None:
                 exit_text += f" at {a.exit.failure_stage}"
             table.add_row(str(a.number), a.state, a.native_state, native_jobs_text(a.native_jobs),
                           exit_text.strip(), a.reason_code)
-        out.print(table)
+        print_list_table(table)
 
 
 def _run(coro):
@@ -154,7 +154,9 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
     for r in reply.runs:
         table.add_row(r.run_id, r.action, r.site_id, r.phase, r.native_state,
                       r.outcome or "", timestamp(r.accepted_at))
-    print_list_table(table)
+    which = "active Runs" if active else (f"{outcome} Runs" if outcome else "Runs")
+    print_list_table(table, empty=f"no {which} in Project {who.project}"
+                     + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
         out.print(f"more: --page-token {reply.page.next_page_token}")
 
@@ -270,9 +272,15 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
 
     read = _run(body())
     if read.state != "ready":
+        hints = {
+            "attempt-not-prepared": "the Site Runtime answering for this Site does not have the "
+            "Attempt: its logs stay with the Runtime that ran it (with `metallo dev up`, the "
+            "executor the stack ran with then: see `metallo run show`'s native jobs)",
+        }
+        code = read.reason_code or "log-read-refused"
         raise CliError(f"the log read was refused: {read.reason_code or read.state}",
-                       "check that the Run's Attempt ran at a Site and that you may read it "
-                       "(runs.read)", Exit.USAGE, code=read.reason_code or "log-read-refused")
+                       hints.get(code, "check that the Run's Attempt ran at a Site and that you "
+                                 "may read it (runs.read)"), Exit.USAGE, code=code)
     if output is Output.json:
         print_json(as_dict(read))
         return

@@ -29,7 +29,7 @@ from execution_core.application.ports import (
     ProjectAuthority,
     RunStore,
 )
-from execution_core.application.requests import _ID, _check_permission, _require
+from execution_core.application.requests import _ID, _check_permission, _require, _require_run_id
 from execution_core.application.settings import Settings
 from execution_core.domain import log_reads as lr
 from execution_core.domain import reasons
@@ -70,7 +70,7 @@ async def read_run_log(
     _require(
         bool(meta.command_id) and len(meta.command_id) <= 200, "metadata.command_id is required"
     )
-    _require(bool(_ID.match(cmd.run_id)), "run_id is required")
+    _require_run_id(cmd.run_id)
     _require(cmd.stage in lr.STAGES, f"stage must be one of {', '.join(lr.STAGES)}")
     _require(cmd.attempt_number >= 0, "attempt_number must be ≥ 0 (0 = the latest)")
     try:

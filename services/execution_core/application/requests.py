@@ -39,9 +39,23 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 200
 
 
+# Run ids are the lowercase UUIDs Execution Core gives at acceptance.
+_RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise Rejected(reasons.INVALID_ARGUMENT, message)
+
+
+def _require_run_id(run_id: str) -> None:
+    """Raise Rejected ``invalid-argument`` unless ``run_id`` has a Run id's form
+    (a lowercase UUID): a malformed id is a wrong request, not a missing Run."""
+    if not run_id:
+        raise Rejected(reasons.INVALID_ARGUMENT, "run_id is required")
+    if not _RUN_ID.match(run_id):
+        raise Rejected(reasons.INVALID_ARGUMENT,
+                       f"run_id {run_id[:80]!r} is not a Run id (a lowercase UUID, as Runs are listed)")
 
 
 def _check_permission(
@@ -182,7 +196,7 @@ async def cancel_run(
     meta = cmd.metadata
     _require(bool(_ID.match(meta.project)), "metadata.project is required")
     _require(bool(_ID.match(meta.acting_member)), "metadata.acting_member is required")
-    _require(bool(_ID.match(cmd.run_id)), "run_id is required")
+    _require_run_id(cmd.run_id)
     _require(len(cmd.reason) <= MAX_REASON, f"reason is longer than {MAX_REASON} characters")
     _check_permission(authority, meta.project, meta.acting_member, "runs.cancel")
     run = await store.find_run(session, cmd.run_id, for_update=True)
@@ -243,7 +257,7 @@ async def get_run(
         bool(_ID.match(meta.project)) and bool(_ID.match(meta.acting_member)),
         "metadata is incomplete",
     )
-    _require(bool(_ID.match(q.run_id)), "run_id is required")
+    _require_run_id(q.run_id)
     _check_permission(authority, meta.project, meta.acting_member, "runs.read")
     run = await store.find_run(session, q.run_id)
     if run is None or run["project"] != meta.project:
