@@ -252,6 +252,8 @@ async def test_cancellation_during_compute_stops_the_chain_and_its_result_is_rep
     assert jobs["compute"]["state"].startswith("CANCELLED")
     assert squeue_jobs(f"metallo-{drv.attempt_id}") == []
     assert sorted(grants.released) == sorted(g.grant_id for g in grants.issued)
+    compute_log = (WORKSPACES / f"{drv.attempt_id}.compute.log").read_text()
+    assert "stopped by SIGTERM" in compute_log and "exit status 0" not in compute_log
 
 
 async def test_a_finished_job_is_found_in_accounting_after_it_left_slurmctld(executor):

@@ -56,6 +56,9 @@ finish() {
   exit "$status"
 }
 trap finish EXIT
+# Slurm sends TERM on scancel and at the time limit: say so, and end with 143
+# (without this trap the log said "exit status 0" for a cancelled stage).
+trap 'say "stopped by SIGTERM (cancelled, or the time limit)"; exit 143' TERM
 say "start (job ${SLURM_JOB_ID:-?})"
 make_askpass() {
   # A constant helper that answers Git from the job's own environment.
