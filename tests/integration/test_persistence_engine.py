@@ -32,37 +32,38 @@ async def _terminate(url: str, pid: int) -> None:
         await admin.dispose()
 
 
-async def test_a_connection_closed_by_the_server_is_replaced_at_checkout(make_database):
-    url = await make_database("engine")
-    engine = create_engine(url, pool_size=2)
-    try:
-        async with engine.connect() as conn:
-            before = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
-        await _terminate(url, before)  # the pooled, idle connection
-        # No round-trip pre-ping: the pool sees the closed socket and connects anew,
-        # so the next transaction does not fail.
-        async with engine.connect() as conn:
-            after = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
-        assert after != before
-        assert engine.pool.checkedout() == 0
-    finally:
-        await engine.dispose()
-
-
-async def test_checkout_sends_nothing_to_the_server(make_database):
-    # SQLAlchemy's pool_pre_ping would send BEGIN, ";" and ROLLBACK on every checkout
-    # before the caller's own transaction.
+@pytest.fixture
+async def pool(make_database):
+    """(database URL, an engine whose pool holds one connection) on a fresh database."""
     url = await make_database("engine")
     engine = create_engine(url, pool_size=1)
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-            driver = (await conn.get_raw_connection()).driver_connection
-        sent: list[str] = []
-        driver.add_query_logger(lambda record: sent.append(record.query))
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 2"))
-        assert ";" not in sent
-        assert sent.count("BEGIN;") == 1, sent  # the caller's transaction only
-    finally:
-        await engine.dispose()
+    yield url, engine
+    await engine.dispose()
+
+
+async def test_a_connection_closed_by_the_server_is_replaced_at_checkout(pool):
+    url, engine = pool
+    async with engine.connect() as conn:
+        before = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    await _terminate(url, before)  # the pooled, idle connection
+    # No round-trip pre-ping: the pool sees the closed socket and connects anew,
+    # so the next transaction does not fail.
+    async with engine.connect() as conn:
+        after = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    assert after != before
+    assert engine.pool.checkedout() == 0
+
+
+async def test_checkout_sends_nothing_to_the_server(pool):
+    # SQLAlchemy's pool_pre_ping would send BEGIN, ";" and ROLLBACK on every checkout
+    # before the caller's own transaction.
+    _url, engine = pool
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+        driver = (await conn.get_raw_connection()).driver_connection
+    sent: list[str] = []
+    driver.add_query_logger(lambda record: sent.append(record.query))
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 2"))
+    assert ";" not in sent
+    assert sent.count("BEGIN;") == 1, sent  # the caller's transaction only
