@@ -100,6 +100,40 @@ async def test_outbox_rows_live_and_die_with_the_transaction_and_its_savepoints(
     assert dispatch == 3
 
 
+async def test_waiting_messages_follow_statements_savepoints_and_call_order(ledger_engine, topology):
+    """After a transaction's first message, later ones wait in the session and are
+    written together: before the next statement, before a savepoint starts, at a
+    savepoint's release — and dropped with a savepoint rolled back."""
+    outbox = Outbox(topology)
+
+    async def deposit(session, seq: int) -> None:
+        account = f"acc{seq % 3}"
+        await outbox.publish_event(session, tk.Deposited(account=account, amount=1, sequence=seq),
+                                   aggregate_id=account)
+
+    count = text("SELECT count(*) FROM outbox_messages")
+    async with session_factory(ledger_engine)() as session, session.begin():
+        for seq in (1, 2, 3):  # 1 is written at once; 2 and 3 wait
+            await deposit(session, seq)
+        assert (await session.execute(count)).scalar_one() == 3  # written before the read
+        await deposit(session, 4)  # waits, and is written before the savepoint starts
+        async with session.begin_nested() as savepoint:
+            await deposit(session, 5)
+            await deposit(session, 6)
+            await savepoint.rollback()  # 5 and 6 are dropped, 4 is not
+        async with session.begin_nested():
+            await deposit(session, 7)
+            await deposit(session, 8)  # released: kept
+        await deposit(session, 9)
+        assert (await session.execute(count)).scalar_one() == 7
+    async with ledger_engine.connect() as conn:
+        rows = (await conn.execute(text(
+            "SELECT m.body, d.aggregate_id FROM outbox_messages m "
+            "JOIN outbox_dispatch d ON d.message_pk = m.id ORDER BY m.id"))).all()
+    assert [tk.Deposited.FromString(body).sequence for body, _ in rows] == [1, 2, 3, 4, 7, 8, 9]
+    assert all(aggregate == f"acc{tk.Deposited.FromString(body).sequence % 3}" for body, aggregate in rows)
+
+
 async def test_late_commit_is_never_skipped(ledger_engine, amqp_url, topology):
     """A transaction that took its row id early but commits after later rows is still published."""
     consumer = effect_recorder("late", ledger_engine, amqp_url, topology)

@@ -8,13 +8,14 @@ Per-aggregate order: the writer takes a transaction-scoped advisory lock on the
 aggregate before inserting, so rows of one aggregate get increasing ids in
 commit order; the relay publishes an aggregate's rows in id order.
 
-The write is one statement. Once the session's transaction (or savepoint) is
-open on the database, it runs on that transaction's asyncpg connection directly
-— same connection, same transaction — because SQLAlchemy's per-statement work
-cost more CPU than the round trip itself (docs/decisions/0007). SQLAlchemy opens
-transactions and savepoints lazily, so the first write in each asks it for the
-connection (which emits a savepoint's SAVEPOINT), and a write that is its
-transaction's first statement goes through it (``exec_driver_sql``: BEGIN).
+A transaction's first message is written at once, through SQLAlchemy (which
+emits BEGIN, or a savepoint's SAVEPOINT, lazily). Later ones wait in the session
+and are written together, in call order, by one statement on the transaction's
+asyncpg connection — same connection, same transaction (docs/decisions/0007,
+0009) — at the first of: the transaction's (or savepoint's) commit, the next
+``session.execute``, or a new savepoint's start. A savepoint rolled back drops
+its waiting messages; so does a rolled-back transaction. Statements run on
+``session.connection()`` directly do not see messages still waiting.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from functools import lru_cache
 
 import asyncpg
 from google.protobuf.message import Message
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+from sqlalchemy.util import await_only
 
 from metallo.messaging.topology import (
     Topology,
@@ -57,6 +61,34 @@ WITH lock AS (
 )
 SELECT pg_notify($10, '') FROM d
 """
+
+
+# Several messages in one round trip: the aggregates' locks first, in a fixed
+# order (two writers never wait on each other crosswise), then the rows in call
+# order (ORDINALITY), so each aggregate's ids still follow commit order.
+_WRITE_MANY = """
+WITH lock AS (
+    SELECT count(pg_advisory_xact_lock(hashtextextended(a, 0))) AS n
+    FROM (SELECT DISTINCT a FROM unnest($2::text[]) AS a ORDER BY a) s
+), m AS (
+    INSERT INTO outbox_messages
+        (message_id, aggregate_id, kind, exchange, routing_key, type, body, correlation_id, headers)
+    SELECT u.message_id, u.aggregate_id, u.kind, u.exchange, u.routing_key, u.type, u.body,
+           u.correlation_id, CAST(u.headers AS jsonb)
+    FROM lock, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                      $7::bytea[], $8::text[], $9::text[])
+         WITH ORDINALITY AS u(message_id, aggregate_id, kind, exchange, routing_key, type, body,
+                              correlation_id, headers, n)
+    ORDER BY u.n
+    RETURNING id, aggregate_id
+), d AS (
+    INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
+    RETURNING message_pk
+)
+SELECT pg_notify($10, '') FROM (SELECT 1 FROM d LIMIT 1) AS any_row
+"""
+
+_PENDING = "metallo.outbox.pending"  # session.info: [(asyncpg connection, values)], call order
 
 
 @lru_cache(maxsize=16)
@@ -168,17 +200,65 @@ class Outbox:
         )
         driver = _driver_of(session)
         if driver is not None:
-            await driver.execute(_WRITE, *values)
+            session.info.setdefault(_PENDING, []).append((driver, values))
             return message_id
         connection = await session.connection()
         driver = (await connection.get_raw_connection()).driver_connection
         if driver.is_in_transaction():
-            await driver.execute(_WRITE, *values)
+            session.info.setdefault(_PENDING, []).append((driver, values))
         else:
             # Not begun on the database yet (SQLAlchemy begins it with its first
-            # statement) or an autocommit session: SQLAlchemy runs it.
+            # statement) or an autocommit session: SQLAlchemy runs it at once.
             await connection.exec_driver_sql(_WRITE, values)
         transaction = _innermost_transaction(session)
         if driver.is_in_transaction() and transaction is not None:
             session.info[_DRIVER] = (weakref.ref(transaction), driver)
         return message_id
+
+
+def _write_pending(session: Session) -> None:
+    """Write the session's waiting messages now, in call order, one statement per
+    connection (SQLAlchemy calls this in its greenlet, where ``await_only`` works)."""
+    pending = session.info.pop(_PENDING, None)
+    if not pending:
+        return
+    driver = pending[0][0]
+    if any(d is not driver for d, _ in pending):  # cannot happen: one session, one connection
+        raise RuntimeError("outbox messages waiting on more than one connection")
+    rows = [values for _, values in pending]
+    if len(rows) == 1:
+        await_only(driver.execute(_WRITE, *rows[0]))
+        return
+    columns = list(zip(*(r[:9] for r in rows), strict=True))
+    await_only(driver.execute(_WRITE_MANY, *(list(c) for c in columns), NOTIFY_CHANNEL))
+
+
+def _drop_pending(session: Session, *_args) -> None:
+    """A rolled-back transaction or savepoint: its waiting messages are never written
+    (every waiting message belongs to the innermost transaction, see below)."""
+    session.info.pop(_PENDING, None)
+
+
+def _before_savepoint(session: Session, transaction) -> None:
+    # A new savepoint: write the enclosing transaction's waiting messages first —
+    # SQLAlchemy emits SAVEPOINT lazily, so they land outside it. Hence the waiting
+    # messages always belong to the innermost open transaction.
+    if transaction.nested:
+        _write_pending(session)
+
+
+def _before_statement(orm_execute_state) -> None:
+    _write_pending(orm_execute_state.session)
+
+
+def _after_end(session: Session, transaction) -> None:
+    if transaction.parent is None:  # the session's transaction ended (committed or not)
+        session.info.pop(_PENDING, None)
+        session.info.pop(_DRIVER, None)
+
+
+event.listen(Session, "before_commit", _write_pending)  # a transaction's or savepoint's commit
+event.listen(Session, "after_soft_rollback", _drop_pending)
+event.listen(Session, "after_transaction_create", _before_savepoint)
+event.listen(Session, "do_orm_execute", _before_statement)
+event.listen(Session, "after_transaction_end", _after_end)
