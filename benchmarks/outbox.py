@@ -5,7 +5,8 @@ RabbitMQ in the same run, with the consumer in another process (as in
 production, where the publishing service and the consuming one differ):
 
 - outbox: an application process writes events in transactions (``--per-tx``
-  per transaction) to a fresh PostgreSQL database; :class:`OutboxRelay` in this
+  per transaction, with one ``Outbox.publish_events`` call each; ``--one-by-one``:
+  one ``publish_event`` call per event) to a fresh PostgreSQL database; :class:`OutboxRelay` in this
   process publishes them (mandatory, confirms); an :class:`EventConsumer` in a
   third process records an inbox receipt and one effect row per message, in
   batched transactions;
@@ -135,8 +136,9 @@ def _outbox_consumer(url: str, prefix: str, n: int, ready, finished) -> None:
     asyncio.run(consume())
 
 
-def _outbox_writer(url: str, prefix: str, n: int, per_tx: int, aggregates: int, go, started) -> None:
-    """Child process: the application writing ``n`` events in transactions of ``per_tx``."""
+def _outbox_writer(url: str, prefix: str, n: int, per_tx: int, aggregates: int, one_by_one: bool, go, started) -> None:
+    """Child process: the application writing ``n`` events in transactions of ``per_tx``
+    (one ``publish_events`` call per transaction, or one ``publish_event`` per event)."""
 
     async def write_all() -> None:
         engine = create_engine(url, pool_size=10)
@@ -146,12 +148,16 @@ def _outbox_writer(url: str, prefix: str, n: int, per_tx: int, aggregates: int, 
 
         async def write(batch_no: int) -> None:
             async with sem, sessions() as session, session.begin():
+                events = []
                 for j in range(per_tx):
                     seq = batch_no * per_tx + j
                     account = f"acc{seq % aggregates}"
-                    await outbox.publish_event(
-                        session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
-                    )
+                    events.append((tk.Deposited(account=account, amount=1, sequence=seq), account))
+                if one_by_one:
+                    for message, account in events:
+                        await outbox.publish_event(session, message, aggregate_id=account)
+                else:
+                    await outbox.publish_events(session, events)
 
         await _open_pool(engine, 8)  # one per concurrent transaction
         await asyncio.to_thread(go.wait, 60)
@@ -162,7 +168,7 @@ def _outbox_writer(url: str, prefix: str, n: int, per_tx: int, aggregates: int, 
     asyncio.run(write_all())
 
 
-async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
+async def outbox_run(n: int, per_tx: int, aggregates: int, one_by_one: bool = False) -> float:
     """Messages/s from the first outbox write (writer process) until the consumer
     (another process) applied all ``n``; the relay runs in this process."""
     url = database_url("ledger", f"bench_ledger_{uuid.uuid4().hex[:8]}")
@@ -172,7 +178,8 @@ async def outbox_run(n: int, per_tx: int, aggregates: int) -> float:
     ctx = multiprocessing.get_context("spawn")
     ready, go, finished, started = ctx.Event(), ctx.Event(), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
     consumer = ctx.Process(target=_outbox_consumer, args=(url, topology.prefix, n, ready, finished))
-    writer = ctx.Process(target=_outbox_writer, args=(url, topology.prefix, n, per_tx, aggregates, go, started))
+    writer = ctx.Process(target=_outbox_writer,
+                         args=(url, topology.prefix, n, per_tx, aggregates, one_by_one, go, started))
     consumer.start()
     writer.start()
     relay = OutboxRelay(engine, AMQP_URL, topology, owner="bench", batch=500, poll_seconds=0.05)
@@ -204,6 +211,8 @@ async def main() -> None:
     parser.add_argument("--per-tx", type=int, default=10)
     parser.add_argument("--aggregates", type=int, default=500)
     parser.add_argument("--window", type=int, default=256)
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="the writer calls publish_event per event instead of publish_events per transaction")
     parser.add_argument("--pairs", type=int, default=3,
                         help="raw/outbox pairs, run alternately; the medians are reported")
     args = parser.parse_args()
@@ -213,7 +222,7 @@ async def main() -> None:
     outs: list[float] = []
     for _ in range(args.pairs):
         raws.append(await raw_run(args.messages, args.window))
-        outs.append(await outbox_run(args.messages, args.per_tx, args.aggregates))
+        outs.append(await outbox_run(args.messages, args.per_tx, args.aggregates, args.one_by_one))
     ratios = [o / r for o, r in zip(outs, raws, strict=True)]
     print(
         json.dumps(
@@ -223,6 +232,7 @@ async def main() -> None:
                 "ratio": round(statistics.median(ratios), 3),
                 "ratios": [round(x, 3) for x in ratios],
                 "pairs": args.pairs,
+                "writer": "publish_event" if args.one_by_one else "publish_events",
                 "messages": args.messages,
                 "per_tx": args.per_tx,
                 "aggregates": args.aggregates,

@@ -100,38 +100,40 @@ async def test_outbox_rows_live_and_die_with_the_transaction_and_its_savepoints(
     assert dispatch == 3
 
 
-async def test_waiting_messages_follow_statements_savepoints_and_call_order(ledger_engine, topology):
-    """After a transaction's first message, later ones wait in the session and are
-    written together: before the next statement, before a savepoint starts, at a
-    savepoint's release — and dropped with a savepoint rolled back."""
+async def test_publish_events_writes_many_in_order_with_the_transaction_and_its_savepoints(ledger_engine, topology):
+    """publish_events: one statement for several events, the same rows and order as
+    one publish_event each, living and dying with the transaction or savepoint."""
     outbox = Outbox(topology)
 
-    async def deposit(session, seq: int) -> None:
-        account = f"acc{seq % 3}"
-        await outbox.publish_event(session, tk.Deposited(account=account, amount=1, sequence=seq),
-                                   aggregate_id=account)
+    def deposits(*seqs: int) -> list[tuple[tk.Deposited, str]]:
+        return [(tk.Deposited(account=f"acc{q % 3}", amount=1, sequence=q), f"acc{q % 3}") for q in seqs]
 
-    count = text("SELECT count(*) FROM outbox_messages")
-    async with session_factory(ledger_engine)() as session, session.begin():
-        for seq in (1, 2, 3):  # 1 is written at once; 2 and 3 wait
-            await deposit(session, seq)
-        assert (await session.execute(count)).scalar_one() == 3  # written before the read
-        await deposit(session, 4)  # waits, and is written before the savepoint starts
-        async with session.begin_nested() as savepoint:
-            await deposit(session, 5)
-            await deposit(session, 6)
-            await savepoint.rollback()  # 5 and 6 are dropped, 4 is not
-        async with session.begin_nested():
-            await deposit(session, 7)
-            await deposit(session, 8)  # released: kept
-        await deposit(session, 9)
-        assert (await session.execute(count)).scalar_one() == 7
+    sessions = session_factory(ledger_engine)
+    async with sessions() as session:
+        async with session.begin():
+            ids = await outbox.publish_events(session, deposits(1, 2, 3))  # the transaction's first statement
+            assert len(set(ids)) == 3
+            await outbox.publish_event(session, *deposits(4)[0][:1], aggregate_id="acc1")
+            async with session.begin_nested() as savepoint:
+                await outbox.publish_events(session, deposits(5, 6))
+                await savepoint.rollback()
+            async with session.begin_nested():
+                await outbox.publish_events(session, deposits(7, 8))
+            await outbox.publish_events(session, deposits(9))
+            await outbox.publish_events(session, [])
+        async with session.begin():
+            await outbox.publish_events(session, deposits(10, 11))
+            await session.rollback()
+        with pytest.raises(TypeError):
+            async with session.begin():
+                await outbox.publish_events(session, [(tk.Deposited(account="x", sequence=12), uuid.uuid4())])
     async with ledger_engine.connect() as conn:
         rows = (await conn.execute(text(
-            "SELECT m.body, d.aggregate_id FROM outbox_messages m "
+            "SELECT m.message_id, m.body, d.aggregate_id FROM outbox_messages m "
             "JOIN outbox_dispatch d ON d.message_pk = m.id ORDER BY m.id"))).all()
-    assert [tk.Deposited.FromString(body).sequence for body, _ in rows] == [1, 2, 3, 4, 7, 8, 9]
-    assert all(aggregate == f"acc{tk.Deposited.FromString(body).sequence % 3}" for body, aggregate in rows)
+    assert [tk.Deposited.FromString(body).sequence for _, body, _ in rows] == [1, 2, 3, 4, 7, 8, 9]
+    assert [r[0] for r in rows[:3]] == ids
+    assert [aggregate for _, _, aggregate in rows] == ["acc1", "acc2", "acc0", "acc1", "acc1", "acc2", "acc0"]
 
 
 async def test_late_commit_is_never_skipped(ledger_engine, amqp_url, topology):

@@ -8,14 +8,16 @@ Per-aggregate order: the writer takes a transaction-scoped advisory lock on the
 aggregate before inserting, so rows of one aggregate get increasing ids in
 commit order; the relay publishes an aggregate's rows in id order.
 
-A transaction's first message is written at once, through SQLAlchemy (which
-emits BEGIN, or a savepoint's SAVEPOINT, lazily). Later ones wait in the session
-and are written together, in call order, by one statement on the transaction's
-asyncpg connection — same connection, same transaction (docs/decisions/0007,
-0009) — at the first of: the transaction's (or savepoint's) commit, the next
-``session.execute``, or a new savepoint's start. A savepoint rolled back drops
-its waiting messages; so does a rolled-back transaction. Statements run on
-``session.connection()`` directly do not see messages still waiting.
+The write is one statement. Once the session's transaction (or savepoint) is
+open on the database, it runs on that transaction's asyncpg connection directly
+— same connection, same transaction — because SQLAlchemy's per-statement work
+cost more CPU than the round trip itself (docs/decisions/0007). SQLAlchemy opens
+transactions and savepoints lazily, so the first write in each asks it for the
+connection (which emits a savepoint's SAVEPOINT), and a write that is its
+transaction's first statement goes through it (``exec_driver_sql``: BEGIN).
+
+:meth:`Outbox.publish_events` writes several events in one statement (one round
+trip) — for a transaction that emits several at once (docs/decisions/0009).
 """
 
 from __future__ import annotations
@@ -23,14 +25,12 @@ from __future__ import annotations
 import json
 import uuid
 import weakref
+from collections.abc import Sequence
 from functools import lru_cache
 
 import asyncpg
 from google.protobuf.message import Message
-from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
-from sqlalchemy.util import await_only
 
 from metallo.messaging.topology import (
     Topology,
@@ -64,8 +64,8 @@ SELECT pg_notify($10, '') FROM d
 
 
 # Several messages in one round trip: the aggregates' locks first, in a fixed
-# order (two writers never wait on each other crosswise), then the rows in call
-# order (ORDINALITY), so each aggregate's ids still follow commit order.
+# order (two such writers never wait on each other crosswise), then the rows in
+# the given order (ORDINALITY), so each aggregate's ids still follow commit order.
 _WRITE_MANY = """
 WITH lock AS (
     SELECT count(pg_advisory_xact_lock(hashtextextended(a, 0))) AS n
@@ -87,8 +87,7 @@ WITH lock AS (
 )
 SELECT pg_notify($10, '') FROM (SELECT 1 FROM d LIMIT 1) AS any_row
 """
-
-_PENDING = "metallo.outbox.pending"  # session.info: [(asyncpg connection, values)], call order
+MAX_EVENTS_PER_WRITE = 1000  # bounds one statement's size; more are written in slices
 
 
 @lru_cache(maxsize=16)
@@ -145,6 +144,32 @@ class Outbox:
             aggregate_id=aggregate_id,
         )
 
+    async def publish_events(
+        self, session: AsyncSession, events: Sequence[tuple[Message, str]]
+    ) -> list[uuid.UUID]:
+        """Queue several integration events — ``(message, aggregate_id)`` pairs, in
+        order — with one statement per 1,000; return their message_ids in order.
+
+        The same rows, locks and order as that many :meth:`publish_event` calls,
+        written now in one round trip (docs/decisions/0009). Raises TypeError for an
+        aggregate_id that is not a non-empty str; database errors as
+        :meth:`publish_event` does.
+        """
+        rows = []
+        for message, aggregate_id in events:
+            if not isinstance(aggregate_id, str) or not aggregate_id:
+                raise TypeError(f"aggregate_id must be a non-empty str, not {aggregate_id!r}")
+            rows.append(self._values(message, kind="event", exchange=self.topology.events_exchange,
+                                     routing_key=event_routing_key(message), aggregate_id=aggregate_id))
+        for start in range(0, len(rows), MAX_EVENTS_PER_WRITE):
+            chunk = rows[start : start + MAX_EVENTS_PER_WRITE]
+            if len(chunk) == 1:
+                await self._execute(session, _WRITE, chunk[0])
+            else:
+                columns = [list(c) for c in zip(*(r[:9] for r in chunk), strict=True)]
+                await self._execute(session, _WRITE_MANY, (*columns, NOTIFY_CHANNEL))
+        return [r[0] for r in rows]
+
     async def send_command(
         self, session: AsyncSession, message: Message, *, aggregate_id: str
     ) -> uuid.UUID:
@@ -185,9 +210,24 @@ class Outbox:
         correlation_id: str | None = None,
     ) -> uuid.UUID:
         """Insert the message and its dispatch row in the session's transaction."""
-        message_id = uuid.uuid4()
-        values = (
-            message_id,
+        values = self._values(message, kind=kind, exchange=exchange, routing_key=routing_key,
+                              aggregate_id=aggregate_id, correlation_id=correlation_id)
+        await self._execute(session, _WRITE, values)
+        return values[0]
+
+    @staticmethod
+    def _values(
+        message: Message,
+        *,
+        kind: str,
+        exchange: str,
+        routing_key: str,
+        aggregate_id: str,
+        correlation_id: str | None = None,
+    ) -> tuple:
+        """One row's statement parameters ($1…$10 of ``_WRITE``); $1 is the new message_id."""
+        return (
+            uuid.uuid4(),
             aggregate_id,
             kind,
             exchange,
@@ -198,67 +238,22 @@ class Outbox:
             _headers_json(contract_version(message)),
             NOTIFY_CHANNEL,
         )
+
+    @staticmethod
+    async def _execute(session: AsyncSession, statement: str, values: tuple) -> None:
+        """Run one outbox statement in the session's transaction (see module doc)."""
         driver = _driver_of(session)
         if driver is not None:
-            session.info.setdefault(_PENDING, []).append((driver, values))
-            return message_id
+            await driver.execute(statement, *values)
+            return
         connection = await session.connection()
         driver = (await connection.get_raw_connection()).driver_connection
         if driver.is_in_transaction():
-            session.info.setdefault(_PENDING, []).append((driver, values))
+            await driver.execute(statement, *values)
         else:
             # Not begun on the database yet (SQLAlchemy begins it with its first
-            # statement) or an autocommit session: SQLAlchemy runs it at once.
-            await connection.exec_driver_sql(_WRITE, values)
+            # statement) or an autocommit session: SQLAlchemy runs it.
+            await connection.exec_driver_sql(statement, values)
         transaction = _innermost_transaction(session)
         if driver.is_in_transaction() and transaction is not None:
             session.info[_DRIVER] = (weakref.ref(transaction), driver)
-        return message_id
-
-
-def _write_pending(session: Session) -> None:
-    """Write the session's waiting messages now, in call order, one statement per
-    connection (SQLAlchemy calls this in its greenlet, where ``await_only`` works)."""
-    pending = session.info.pop(_PENDING, None)
-    if not pending:
-        return
-    driver = pending[0][0]
-    if any(d is not driver for d, _ in pending):  # cannot happen: one session, one connection
-        raise RuntimeError("outbox messages waiting on more than one connection")
-    rows = [values for _, values in pending]
-    if len(rows) == 1:
-        await_only(driver.execute(_WRITE, *rows[0]))
-        return
-    columns = list(zip(*(r[:9] for r in rows), strict=True))
-    await_only(driver.execute(_WRITE_MANY, *(list(c) for c in columns), NOTIFY_CHANNEL))
-
-
-def _drop_pending(session: Session, *_args) -> None:
-    """A rolled-back transaction or savepoint: its waiting messages are never written
-    (every waiting message belongs to the innermost transaction, see below)."""
-    session.info.pop(_PENDING, None)
-
-
-def _before_savepoint(session: Session, transaction) -> None:
-    # A new savepoint: write the enclosing transaction's waiting messages first —
-    # SQLAlchemy emits SAVEPOINT lazily, so they land outside it. Hence the waiting
-    # messages always belong to the innermost open transaction.
-    if transaction.nested:
-        _write_pending(session)
-
-
-def _before_statement(orm_execute_state) -> None:
-    _write_pending(orm_execute_state.session)
-
-
-def _after_end(session: Session, transaction) -> None:
-    if transaction.parent is None:  # the session's transaction ended (committed or not)
-        session.info.pop(_PENDING, None)
-        session.info.pop(_DRIVER, None)
-
-
-event.listen(Session, "before_commit", _write_pending)  # a transaction's or savepoint's commit
-event.listen(Session, "after_soft_rollback", _drop_pending)
-event.listen(Session, "after_transaction_create", _before_savepoint)
-event.listen(Session, "do_orm_execute", _before_statement)
-event.listen(Session, "after_transaction_end", _after_end)
