@@ -198,20 +198,10 @@ class Outbox:
             correlation_id=correlation_id,
         )
 
-    async def _write(
-        self,
-        session: AsyncSession,
-        message: Message,
-        *,
-        kind: str,
-        exchange: str,
-        routing_key: str,
-        aggregate_id: str,
-        correlation_id: str | None = None,
-    ) -> uuid.UUID:
-        """Insert the message and its dispatch row in the session's transaction."""
-        values = self._values(message, kind=kind, exchange=exchange, routing_key=routing_key,
-                              aggregate_id=aggregate_id, correlation_id=correlation_id)
+    async def _write(self, session: AsyncSession, message: Message, **fields: str | None) -> uuid.UUID:
+        """Insert the message and its dispatch row in the session's transaction
+        (``fields``: those of :meth:`_values`)."""
+        values = self._values(message, **fields)
         await self._execute(session, _WRITE, values)
         return values[0]
 
