@@ -123,23 +123,24 @@ async def test_edge_restarted_between_pull_and_result(edge):
     assert (await client.get("/v1/commands/next?wait=0")).status_code == 204
 
 
-async def test_long_poll_wakes_when_a_command_is_appended(edge):
-    secret = await edge.grant()
-    client = edge.client(secret)
+async def _waiting_pull(edge) -> asyncio.Task:
+    """A long-poll (20 s) by a fresh grant's client, checked to be waiting."""
+    client = edge.client(await edge.grant())
     pull = asyncio.create_task(client.get("/v1/commands/next", params={"wait": 20}))
     await asyncio.sleep(0.3)
     assert not pull.done()
+    return pull
+
+
+async def test_long_poll_wakes_when_a_command_is_appended(edge):
+    pull = await _waiting_pull(edge)
     await edge.append("prepare", payload=prepare_payload())
     r = await asyncio.wait_for(pull, 20)
     assert r.status_code == 200 and r.json()["sequence"] == 1
 
 
 async def test_a_long_poll_answers_no_command_when_the_edge_shuts_down(edge):
-    secret = await edge.grant()
-    client = edge.client(secret)
-    pull = asyncio.create_task(client.get("/v1/commands/next", params={"wait": 20}))
-    await asyncio.sleep(0.3)
-    assert not pull.done()
+    pull = await _waiting_pull(edge)
     edge._server.should_exit = True  # what SIGTERM does
     r = await asyncio.wait_for(pull, 20)
     # Answered, not cut off by the graceful-shutdown timeout (5 s) with a traceback.

@@ -10,8 +10,8 @@ and it is the oldest pending row of its aggregate (the *head*). The batch also
 takes up to 100 of each head's followers: once a relay locks and leases an
 aggregate's head, no other relay can claim any row of it until that lease
 ends. The claim's SQL keeps every step an index lookup driven from the heads,
-so it stays linear however wrong the statistics are (docs/decisions/0008). A Return (unroutable) is a
-failure even when the broker then acks. With the broker unreachable the relay
+so it stays linear however wrong the statistics are (docs/decisions/0008).
+A Return (unroutable) is a failure even when the broker then acks. With the broker unreachable the relay
 claims nothing and retries the connection; publishing times out fast.
 
 The connection is FastStream's broker; each row is published with aiormq's
@@ -30,6 +30,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
+from aio_pika import DeliveryMode
 from aio_pika.abc import AbstractExchange
 from aio_pika.exceptions import DeliveryError
 from aiormq import spec
@@ -127,8 +128,6 @@ WHERE message_pk = ANY(:pks) AND lease_token = :token
 )
 
 
-PERSISTENT = 2  # AMQP delivery-mode
-
 # At most this many rows of one aggregate after its head per claim (each waits
 # for the previous one's confirm, so a longer chain would only slow the batch).
 _CHAIN = 100
@@ -137,6 +136,8 @@ _CHAIN = 100
 # Retention: published rows are kept ``keep_seconds`` (to answer "was it sent,
 # when?"), then deleted in bounded batches; ``dead`` rows stay until an operator
 # acts on them. The oldest rows come first in the heap, so the scan stops early.
+PRUNE_BATCH = 5000  # rows deleted per statement
+
 _PRUNE = text(
     """
 WITH gone AS (
@@ -307,7 +308,7 @@ class OutboxRelay:
             except Exception:
                 pass
 
-    async def prune(self, *, limit: int = 5000) -> int:
+    async def prune(self, *, limit: int = PRUNE_BATCH) -> int:
         """Delete up to ``limit`` rows published more than ``keep_published_seconds``
         ago (dispatch and message rows); return how many. Pending and dead rows stay."""
         async with self.engine.begin() as conn:
@@ -324,7 +325,7 @@ class OutboxRelay:
         try:
             while (deleted := await self.prune()) and not self._stopping:
                 log.info("outbox: deleted %d rows published over %.0f s ago", deleted, self.keep_published_seconds)
-                if deleted < 5000:
+                if deleted < PRUNE_BATCH:
                     break
         except Exception as exc:  # retention must never stop publishing
             log.warning("outbox: pruning published rows failed (%s); next try in %.0f s", exc, self.prune_every_seconds)
@@ -402,7 +403,7 @@ class OutboxRelay:
             message_id=str(row.message_id),
             correlation_id=row.correlation_id,
             headers=headers,
-            delivery_mode=PERSISTENT,
+            delivery_mode=DeliveryMode.PERSISTENT,
         )
         try:
             channel = await (await self._exchange(row.exchange)).channel.get_underlay_channel()
