@@ -183,6 +183,7 @@ class Runtime:
 
     async def close(self) -> None:
         await self.executor.stop_supervision()
+        self.executor.close()
         await self.client.close()
         self.delivery.close()
         self.jobs.close()

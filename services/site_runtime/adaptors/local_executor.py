@@ -114,6 +114,10 @@ class LocalExecutor:
         if self._task is None:
             self._task = asyncio.create_task(self._supervise())
 
+    def close(self) -> None:
+        """End the stage launcher (running stages keep running; a restart adopts them)."""
+        self.processes.close()
+
     async def stop_supervision(self) -> None:
         """Stop advancing (running stage processes are left running, by design)."""
         if self._task is not None:
@@ -131,7 +135,6 @@ class LocalExecutor:
 
     async def tick(self) -> None:
         """One supervision pass over every active Attempt (errors are logged, not raised)."""
-        self.processes.reap()
         for attempt_id in self.journal.active_attempts():
             try:
                 async with self._lock(attempt_id):

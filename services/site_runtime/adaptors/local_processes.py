@@ -1,6 +1,10 @@
 """Stage processes of the local executor: start a stage runner, find it again after a
 Runtime restart, tell whether it is alive, read what it recorded, stop it.
 
+Runners are forked by one long-lived stage launcher (``stage_launcher.py``) rather
+than started as new interpreters: a fork costs about 1 ms of CPU, a fresh
+``python -I -S stage_runner.py`` about 80 ms (issue 8's launch benchmark; ADR 0010).
+
 A runner (``stage_runner.py``) leaves in its control directory: ``claim``
 (``"<pid> <start ticks>"``, written exclusively when it takes the stage), ``child``
 (the process group of the step it runs) and ``status.json`` (its outcome). A pid is
@@ -12,59 +16,117 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors import stage_runner
+from site_runtime.adaptors import stage_launcher, stage_runner
 from site_runtime.adaptors.stage_runner import process_start_ticks
 
-# The runner uses the standard library only, so it starts isolated (-I) and without
-# site-packages (-S): about 8 ms of CPU instead of 25 ms per start, three per Attempt
-# (the environment's site hooks, such as an editable install's finder, are skipped).
+# Runner and launcher use the standard library only, so they start isolated (-I) and
+# without site-packages (-S): the environment's site hooks, such as an editable
+# install's finder, are skipped.
 RUNNER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_runner.__file__).resolve())]
+LAUNCHER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_launcher.__file__).resolve())]
+LAUNCH_REPLY_SECONDS = 10.0
+
+
+class StageLauncher:
+    """The Runtime's end of the stage launcher (``stage_launcher.py``): started on first
+    use, restarted when it died; closing it ends the launcher, never its runners."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+
+    def _started(self) -> subprocess.Popen:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                LAUNCHER_ARGV,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C to the Runtime's group must not reach it
+                close_fds=True,
+            )
+        return self._process
+
+    def spawn(self, control: Path, env: dict[str, str], log_file: Path) -> tuple[int, int | None]:
+        """Fork a runner for ``control`` (see :meth:`StageProcesses.spawn`); returns
+        ``(pid, start ticks)``. A launcher that died or stopped answering is replaced and
+        the request sent once more (a runner it may have forked meanwhile finds the
+        stage claimed and exits without effect). Raises OSError when no launcher answers
+        or the launcher could not fork."""
+        request = (
+            json.dumps({"control": str(control), "log_file": str(log_file), "env": env}).encode()
+            + b"\n"
+        )
+        failure: Exception | None = None
+        for _ in range(2):
+            process = self._started()
+            try:
+                stdin, stdout = process.stdin, process.stdout
+                if stdin is None or stdout is None:
+                    raise EOFError("the stage launcher has no pipes")
+                stdin.write(request)
+                stdin.flush()
+                readable, _, _ = select.select([stdout], [], [], LAUNCH_REPLY_SECONDS)
+                if not readable:
+                    raise TimeoutError(f"no reply within {LAUNCH_REPLY_SECONDS:.0f} s")
+                reply = json.loads(stdout.readline() or b"null")
+                if not isinstance(reply, dict):
+                    raise EOFError("the stage launcher ended")
+            except (OSError, ValueError, EOFError) as error:
+                failure = error
+                self.close()
+                continue
+            if "error" in reply:
+                raise OSError(f"the stage launcher could not start a runner: {reply['error']}")
+            return int(reply["pid"]), reply.get("ticks")
+        raise OSError(f"the stage launcher does not answer ({type(failure).__name__}: {failure})")
+
+    def close(self) -> None:
+        """End the launcher (EOF on its stdin; KILL after 5 s); runners keep running."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        for stream in (process.stdin, process.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 class StageProcesses:
-    """The runners this Runtime started (kept to reap them) plus /proc lookups for the
-    ones it adopted after a restart."""
+    """Start runners through the stage launcher; /proc lookups (pid + start time) for
+    every runner, whether this Runtime started it or adopted it after a restart."""
 
     def __init__(self) -> None:
-        self._children: dict[int, subprocess.Popen] = {}
+        self._launcher = StageLauncher()
 
     def spawn(self, control: Path, env: dict[str, str], log_file: Path) -> tuple[int, int | None]:
-        """Start a runner for ``control`` in a new session (it must outlive the Runtime);
-        its own output goes to ``log_file``. Returns ``(pid, start ticks)``. Synchronous
-        on purpose: the pid is journaled before anything else happens."""
-        with open(log_file, "ab") as out:
-            popen = subprocess.Popen(
-                [*RUNNER_ARGV, str(control)],
-                cwd=control,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                close_fds=True,
-            )
-        self._children[popen.pid] = popen
-        return popen.pid, process_start_ticks(popen.pid)
+        """Start a runner for ``control`` in a new session (it must outlive the Runtime)
+        with exactly ``env`` (credentials included: they pass through a pipe, never argv
+        or a file); its own output goes to ``log_file``. Returns ``(pid, start ticks)``.
+        Synchronous on purpose: the pid is journaled before anything else happens.
+        Raises OSError when the runner cannot be started."""
+        return self._launcher.spawn(control, env, log_file)
 
-    def reap(self) -> None:
-        """Collect the exit of finished runners this Runtime started (no zombies)."""
-        for popen in list(self._children.values()):
-            if popen.poll() is not None:
-                self._children.pop(popen.pid, None)
+    def close(self) -> None:
+        """Stop the launcher; running runners are left running (they are adopted)."""
+        self._launcher.close()
 
     def alive(self, pid: int | None, ticks: int | None) -> bool:
         """True when ``pid`` is a live process with start time ``ticks`` (when known)."""
         if pid is None:
-            return False
-        popen = self._children.get(pid)
-        if popen is not None and popen.poll() is not None:
-            self._children.pop(pid, None)
             return False
         current = process_start_ticks(pid)
         return current is not None and (ticks is None or current == ticks)
