@@ -16,12 +16,21 @@ Prints one JSON line::
   {"runs", "succeeded", "failed", "wall_seconds", "runs_per_second",
    "launch_to_native_start_p50_s", "launch_to_native_start_p95_s",
    "launch_reply_p50_ms", "query_round_trip_p50_ms", "broker_round_trip_p50_ms",
+   "site_stream": {"commands_per_run", "p50_ms": {KIND: ms}, "busy_fraction",
+                   "serial_bound_runs_per_second"},
    "target": {...}, "meets_target": bool}
 
 Launch → native start is from sending LaunchRun to the Run's ``started_at``
 (the Site accepted the native start; same machine, same clock).
 ``--rate R`` launches R Runs per second instead of all at once, to see the
 latency at a load the machine sustains (no queue of waiting Runs).
+
+``site_stream`` explains the rate: a Site's commands are handled one at a time
+(seed 004, 4A; ADR 0010), so it reads the Runtime's delivery journal (read only)
+for the benchmark's Runs — commands per Run, the median time from journaling to
+acknowledging each kind, and ``busy_fraction``, the share of the benchmark's wall
+time in which the stream was handling one of them (near 1: the stream is the bound;
+``serial_bound_runs_per_second`` is 1 / the serial seconds per Run).
 Usage: .venv/bin/python -m benchmarks.launch [--runs 100] [--concurrency 16] [--rate R]
 """
 
@@ -30,12 +39,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC
+from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aio_pika
@@ -44,6 +55,7 @@ from metallo.cli.settings import Actor
 from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status
 from metallo.devstack.gitrepo import publish
+from metallo.devstack.layout import Layout
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import RequestClient, Topology
 from metallo.messaging.topology import event_routing_key
@@ -67,6 +79,43 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def site_stream(journal: Path, run_ids: set[str], wall_seconds: float) -> dict | None:
+    """The Site stream's share of the benchmark, from the Runtime's ``delivery.sqlite``
+    (opened read only): commands per Run, p50 milliseconds from journaled to
+    acknowledged per command kind, the fraction of ``wall_seconds`` the stream spent
+    handling them, and the Run rate that serial handling alone allows. None when the
+    journal is absent or holds none of ``run_ids``."""
+    if not journal.exists() or not run_ids:
+        return None
+    connection = sqlite3.connect(f"{journal.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT command_json, journaled_at, acknowledged_at FROM commands"
+            " WHERE acknowledged_at IS NOT NULL").fetchall()
+    finally:
+        connection.close()
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for command_json, journaled, acknowledged in rows:
+        command = json.loads(command_json)
+        if command.get("run_id") in run_ids:
+            seconds = (_instant(acknowledged) - _instant(journaled)).total_seconds()
+            by_kind[command["kind"]].append(seconds)
+    handled = [s for values in by_kind.values() for s in values]
+    if not handled:
+        return None
+    per_run = sum(handled) / len(run_ids)
+    return {
+        "commands_per_run": round(len(handled) / len(run_ids), 2),
+        "p50_ms": {k: round(1000 * statistics.median(v), 1) for k, v in sorted(by_kind.items())},
+        "busy_fraction": round(sum(handled) / wall_seconds, 3) if wall_seconds else None,
+        "serial_bound_runs_per_second": round(1 / per_run, 2) if per_run else None,
+    }
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 async def broker_round_trips(amqp_url: str, count: int) -> list[float]:
@@ -167,6 +216,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         await watcher.close()
         await client.close()
     broker = await broker_round_trips(state["amqp_url"], 200)
+    stream = site_stream(Layout.default().runtime / "local" / "delivery.sqlite", set(launched), wall)
     outcomes = [r.outcome for r in finished.values() if r.phase == "terminal"]
     rate = len(finished) / wall if wall else 0.0
     p50 = percentile(starts, 0.5)
@@ -180,6 +230,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         "query_round_trip_p50_ms": (round(1000 * statistics.median(query_times), 2)
                                     if query_times else None),
         "broker_round_trip_p50_ms": round(1000 * statistics.median(broker), 3),
+        "site_stream": stream,
         "concurrency": concurrency,
         "launch_rate_per_s": launch_rate,
         "target": {"runs_per_second": TARGET_RUNS_PER_SECOND,
