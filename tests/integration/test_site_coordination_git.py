@@ -158,3 +158,17 @@ async def test_repository_grants_of_another_stream_cannot_be_revoked(edge):
     assert (r.status_code, r.json()["error"]["code"]) == (403, "grant-wrong-environment")
     r = await mine.delete("/v1/repository-grants/rg-unknown")
     assert (r.status_code, r.json()["error"]["code"]) == (404, "repository-grant-not-found")
+
+
+async def test_backends_that_answered_are_left_to_exit_not_killed(edge, tmp_path, caplog):
+    # Killing a finished `git http-backend` reaped it behind asyncio's child watcher
+    # ("Unknown child process pid …", twice per fetch) and could signal a recycled pid.
+    git = Git(edge, tmp_path)
+    await _seed_repository(edge, git, "demo.git")
+    caplog.set_level("WARNING", logger="asyncio")
+    for n in range(6):
+        code, out = await git.run("clone", "-q", git.url("demo.git"), f"c{n}", user="operator",
+                                  password=OPERATOR_TOKEN)
+        assert code == 0, out
+    await asyncio.sleep(0.5)  # let every watcher thread report its child
+    assert not [r for r in caplog.records if "Unknown child process" in r.getMessage()]

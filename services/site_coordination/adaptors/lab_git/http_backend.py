@@ -73,6 +73,7 @@ async def run_http_backend(scope, receive, send, *, project_root: Path, path_inf
                 proc.stdin.close()
 
     feeder = asyncio.create_task(feed())
+    answered = False
     try:
         head = b""
         while b"\r\n\r\n" not in head and b"\n\n" not in head:
@@ -107,10 +108,15 @@ async def run_http_backend(scope, receive, send, *, project_root: Path, path_inf
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         await feeder
+        answered = True
     finally:
         if not feeder.done():
             feeder.cancel()
-        if proc.returncode is None:
+        # Kill only a backend cut off mid-answer. After a whole answer it is exiting on
+        # its own, and a kill then (Popen.send_signal polls first) would reap it behind
+        # asyncio's child watcher: "Unknown child process pid" warnings, and a signal
+        # that could reach a recycled pid (CPython gh-127049).
+        if not answered and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         await proc.wait()
