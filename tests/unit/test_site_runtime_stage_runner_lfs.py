@@ -56,3 +56,15 @@ def test_the_runner_starts_without_site_packages(tmp_path):
     assert done.returncode == 2 and "usage:" in done.stderr  # imported fine, then asked for CONTROL_DIR
     done = subprocess.run([*RUNNER_ARGV, str(tmp_path / "missing")], capture_output=True, text=True, timeout=30)
     assert "ModuleNotFoundError" not in done.stderr
+
+
+def test_a_repository_ca_file_is_the_only_ca_git_trusts(tmp_path):
+    r = runner(tmp_path)
+    assert "GIT_SSL_CAINFO" not in r.git_env() and "GIT_SSL_CAPATH" not in r.git_env()
+    r.spec["repository_ca_file"] = str(tmp_path / "ca.pem")
+    env = r.git_env()
+    assert env["GIT_SSL_CAINFO"] == str(tmp_path / "ca.pem")
+    # An empty private directory instead of the system's certificate directory.
+    ca_path = Path(env["GIT_SSL_CAPATH"])
+    assert ca_path.is_dir() and not any(ca_path.iterdir())
+    assert ca_path.stat().st_mode & 0o777 == 0o700

@@ -71,7 +71,12 @@ make_askpass() {
     'esac' >"$askpass" || exit 70
   chmod 0700 -- "$askpass" || exit 70
   export GIT_ASKPASS="$askpass" GIT_TERMINAL_PROMPT=0
-  if [ -n "${METALLO_REPOSITORY_CA:-}" ]; then export GIT_SSL_CAINFO="$METALLO_REPOSITORY_CA"; fi
+  if [ -n "${METALLO_REPOSITORY_CA:-}" ]; then
+    # That CA only: an empty CA directory instead of the system's (~300 certificates
+    # read per fetch by Debian's GnuTLS git, about 70 ms of CPU).
+    mkdir -p -m 0700 -- "$ws/.metallo-ca-path" || exit 70
+    export GIT_SSL_CAINFO="$METALLO_REPOSITORY_CA" GIT_SSL_CAPATH="$ws/.metallo-ca-path"
+  fi
 }
 """
 

@@ -160,7 +160,10 @@ class Runner:
         """The environment of every git step: a private HOME, the askpass helper, the spec's author.
 
         Creates ``CONTROL_DIR/home`` and ``askpass.sh`` (mode 0700) when missing; adds the
-        repository credentials and ``GIT_SSL_CAINFO`` when the spec names a CA file.
+        repository credentials. When the spec names a CA file, git trusts that CA only:
+        ``GIT_SSL_CAINFO`` is the file and ``GIT_SSL_CAPATH`` an empty directory
+        (``CONTROL_DIR/ca-path``) instead of the system's — Debian's git (GnuTLS) would
+        otherwise read all ~300 system certificates per fetch or push, about 70 ms of CPU.
         """
         home = self.control / "home"
         home.mkdir(mode=0o700, exist_ok=True)
@@ -184,7 +187,10 @@ class Runner:
             **self.credentials,
         }
         if self.spec.get("repository_ca_file"):
+            ca_path = self.control / "ca-path"
+            ca_path.mkdir(mode=0o700, exist_ok=True)
             env["GIT_SSL_CAINFO"] = self.spec["repository_ca_file"]
+            env["GIT_SSL_CAPATH"] = str(ca_path)
         return env
 
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
