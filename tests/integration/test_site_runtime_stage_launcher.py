@@ -7,12 +7,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from site_runtime.adaptors import local_processes
 from site_runtime.adaptors.local_processes import StageLauncher, StageProcesses
+
+DEBIAN_PYTHON = "/usr/bin/python3"
+NOBODY = 65534
 
 
 def _compute_stage(tmp_path: Path, name: str, argv: list[str]) -> tuple[Path, Path]:
@@ -121,3 +128,94 @@ def test_a_runner_that_cannot_start_says_so_in_its_log(tmp_path, processes):
     control, _ = _compute_stage(tmp_path, "g", ["true"])
     processes.spawn(control, {"PATH": os.environ["PATH"]}, tmp_path / "g.log")
     _wait(lambda: (control / "status.json").exists())  # the launcher still answers
+
+
+def _fake_launcher(tmp_path: Path, monkeypatch, body: str) -> None:
+    script = tmp_path / "fake_launcher.py"
+    script.write_text("import sys, json, time\n" + body)
+    monkeypatch.setattr(local_processes, "LAUNCHER_ARGV", [sys.executable, str(script)])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "time.sleep(60)\n",  # never answers
+        'sys.stdin.readline(); sys.stdout.write(\'{"id": 1, "pid"\'); sys.stdout.flush(); time.sleep(60)\n',
+        "sys.stdin.readline(); print('{}', flush=True); time.sleep(60)\n",
+        "sys.stdin.readline(); print(json.dumps({'id': 99, 'pid': 1, 'ticks': 1}), flush=True); time.sleep(60)\n",
+        "sys.stdin.readline(); print(json.dumps({'id': 1, 'pid': 'x'}), flush=True); time.sleep(60)\n",
+    ],
+    ids=["silent", "partial-line", "empty", "another-id", "bad-pid"],
+)
+def test_a_launcher_out_of_protocol_is_killed_and_spawn_fails_with_oserror(
+    tmp_path, monkeypatch, body
+):
+    _fake_launcher(tmp_path, monkeypatch, body)
+    monkeypatch.setattr(local_processes, "LAUNCH_REPLY_SECONDS", 0.5)
+    launcher = StageLauncher()
+    began = time.monotonic()
+    with pytest.raises(OSError, match="does not answer"):
+        launcher.spawn(tmp_path, {"PATH": os.environ["PATH"]}, tmp_path / "x.log")
+    assert time.monotonic() - began < 5  # two bounded tries, no unbounded read
+    assert launcher._process is None  # killed, not left behind
+    launcher.close()
+
+
+def test_spawns_from_several_threads_each_get_their_own_runner(tmp_path, processes):
+    controls = [_compute_stage(tmp_path, f"t{n}", ["true"])[0] for n in range(12)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        pids = list(
+            pool.map(
+                lambda c: processes.spawn(c, {"PATH": os.environ["PATH"]}, c.parent / "r.log")[0],
+                controls,
+            )
+        )
+    for control, pid in zip(controls, pids, strict=True):
+        _wait(lambda control=control: (control / "status.json").exists())
+        assert int((control / "claim").read_text().split()[0]) == pid
+
+
+_PIPE_PROBE = """
+import json, subprocess, sys, time
+plain = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)
+launcher = subprocess.Popen([sys.executable, *sys.argv[1:]], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+time.sleep(1.0)  # the launcher hardens itself first thing
+result = {"alive": launcher.poll() is None}
+for name, p in (("plain", plain), ("launcher", launcher)):
+    # Another process of the same user, as a compute step would be.
+    out = subprocess.run([sys.executable, "-c", PROBE, str(p.pid)], capture_output=True, text=True)
+    result[name] = out.stdout.strip()
+    p.kill()
+    p.wait()
+print(json.dumps(result))
+"""
+
+_OPEN_FD0 = (
+    "import os, sys\n"
+    "try:\n"
+    "    os.close(os.open(f'/proc/{sys.argv[1]}/fd/0', os.O_RDONLY | os.O_NONBLOCK))\n"
+    "    print('opened')\n"
+    "except PermissionError:\n"
+    "    print('denied')\n"
+)
+
+
+def test_another_process_of_the_same_user_cannot_open_the_launchers_pipes():
+    # A compute step runs as the Runtime's user: it must not reach the request pipe,
+    # which carries other Attempts' repository tokens. All of it runs as an
+    # unprivileged user (root may open any process's fds), with Debian's python
+    # (root's pyenv is private): a plain process's pipe opens, the launcher's does not.
+    assert Path(DEBIAN_PYTHON).exists()
+    driver = _PIPE_PROBE.replace("PROBE", repr(_OPEN_FD0))
+    done = subprocess.run(
+        [DEBIAN_PYTHON, "-I", "-S", "-c", driver, *local_processes.LAUNCHER_ARGV[1:]],
+        user=NOBODY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result == {"alive": True, "plain": "opened", "launcher": "denied"}

@@ -20,6 +20,8 @@ import select
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +38,13 @@ LAUNCH_REPLY_SECONDS = 10.0
 
 class StageLauncher:
     """The Runtime's end of the stage launcher (``stage_launcher.py``): started on first
-    use, restarted when it died; closing it ends the launcher, never its runners."""
+    use, restarted when it died or stopped answering; closing it ends the launcher,
+    never its runners. Thread-safe (one request at a time)."""
 
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._next_id = 0
 
     def _started(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
@@ -50,59 +55,112 @@ class StageLauncher:
                 stdout=subprocess.PIPE,
                 start_new_session=True,  # a Ctrl-C to the Runtime's group must not reach it
                 close_fds=True,
+                bufsize=0,
             )
         return self._process
 
     def spawn(self, control: Path, env: dict[str, str], log_file: Path) -> tuple[int, int | None]:
         """Fork a runner for ``control`` (see :meth:`StageProcesses.spawn`); returns
-        ``(pid, start ticks)``. A launcher that died or stopped answering is replaced and
+        ``(pid, start ticks)``. A launcher that died, stopped answering within
+        ``LAUNCH_REPLY_SECONDS`` or answered out of protocol is killed and replaced, and
         the request sent once more (a runner it may have forked meanwhile finds the
         stage claimed and exits without effect). Raises OSError when no launcher answers
         or the launcher could not fork."""
-        request = (
-            json.dumps({"control": str(control), "log_file": str(log_file), "env": env}).encode()
-            + b"\n"
-        )
-        failure: Exception | None = None
-        for _ in range(2):
-            process = self._started()
-            try:
-                stdin, stdout = process.stdin, process.stdout
-                if stdin is None or stdout is None:
-                    raise EOFError("the stage launcher has no pipes")
-                stdin.write(request)
-                stdin.flush()
-                readable, _, _ = select.select([stdout], [], [], LAUNCH_REPLY_SECONDS)
-                if not readable:
-                    raise TimeoutError(f"no reply within {LAUNCH_REPLY_SECONDS:.0f} s")
-                reply = json.loads(stdout.readline() or b"null")
-                if not isinstance(reply, dict):
-                    raise EOFError("the stage launcher ended")
-            except (OSError, ValueError, EOFError) as error:
-                failure = error
-                self.close()
-                continue
-            if "error" in reply:
-                raise OSError(f"the stage launcher could not start a runner: {reply['error']}")
-            return int(reply["pid"]), reply.get("ticks")
-        raise OSError(f"the stage launcher does not answer ({type(failure).__name__}: {failure})")
+        with self._lock:
+            failure: Exception | None = None
+            for _ in range(2):
+                self._next_id += 1
+                request_id = self._next_id
+                request = {
+                    "id": request_id,
+                    "control": str(control),
+                    "log_file": str(log_file),
+                    "env": env,
+                }
+                process = self._started()
+                try:
+                    reply = _exchange(process, request)
+                    if reply.get("id") != request_id:
+                        raise EOFError("the stage launcher answered another request")
+                    if "error" in reply:
+                        raise LaunchRefused(str(reply["error"]))
+                    pid, ticks = int(reply["pid"]), reply.get("ticks")
+                    if pid <= 0 or not (ticks is None or isinstance(ticks, int)):
+                        raise ValueError("a reply out of protocol")
+                except LaunchRefused as refused:
+                    raise OSError(
+                        f"the stage launcher could not start a runner: {refused}"
+                    ) from None
+                except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
+                    failure = error
+                    self._kill()
+                    continue
+                return pid, ticks
+            raise OSError(
+                f"the stage launcher does not answer ({type(failure).__name__}: {failure})"
+            )
+
+    def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+            _close_pipes(process)
 
     def close(self) -> None:
         """End the launcher (EOF on its stdin; KILL after 5 s); runners keep running."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        for stream in (process.stdin, process.stdout):
+        with self._lock:
+            process, self._process = self._process, None
+            if process is None:
+                return
+            _close_pipes(process)
             try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class LaunchRefused(Exception):
+    """The launcher answered with an error (it could not fork)."""
+
+
+def _exchange(process: subprocess.Popen, request: dict[str, Any]) -> dict[str, Any]:
+    """Write one request line and read one reply line within ``LAUNCH_REPLY_SECONDS``.
+    Raises OSError/EOFError/TimeoutError/ValueError for a launcher out of protocol."""
+    stdin, stdout = process.stdin, process.stdout
+    if stdin is None or stdout is None:
+        raise EOFError("the stage launcher has no pipes")
+    data = json.dumps(request).encode() + b"\n"
+    while data:
+        data = data[os.write(stdin.fileno(), data) :]
+    deadline = time.monotonic() + LAUNCH_REPLY_SECONDS
+    reply = b""
+    while not reply.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no reply within {LAUNCH_REPLY_SECONDS:.0f} s")
+        readable, _, _ = select.select([stdout], [], [], remaining)
+        if readable:
+            chunk = os.read(stdout.fileno(), 4096)
+            if not chunk:
+                raise EOFError("the stage launcher ended")
+            reply += chunk
+            if len(reply) > 65536:
+                raise ValueError("a reply out of protocol")
+    answer = json.loads(reply)
+    if not isinstance(answer, dict):
+        raise ValueError("a reply out of protocol")
+    return answer
+
+
+def _close_pipes(process: subprocess.Popen) -> None:
+    for stream in (process.stdin, process.stdout):
         try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
 
 
 class StageProcesses:

@@ -8,14 +8,22 @@ machine, three per Attempt — the largest single cost of a trivial Run, issue 8
 
 Protocol, one JSON object per line (the Runtime is the only writer):
 
-- request ``{"control": DIR, "log_file": PATH, "env": {NAME: VALUE}}`` — the runner's
-  environment, repository credentials included: they travel through the pipe, never
-  through argv or a file;
-- reply ``{"pid": PID, "ticks": START_TICKS}`` or ``{"error": TEXT}`` (no secret in it).
+- request ``{"id": N, "control": DIR, "log_file": PATH, "env": {NAME: VALUE}}`` — the
+  runner's environment, repository credentials included: they travel through the
+  pipe, never through argv or a file;
+- reply ``{"id": N, "pid": PID, "ticks": START_TICKS}`` or ``{"id": N, "error": TEXT}``
+  (no secret in it); the Runtime takes only the reply with its request's id.
+
+The launcher makes itself non-dumpable (``PR_SET_DUMPABLE`` 0, inherited by the
+runners it forks, reset by ``execve`` for their steps), so no other process of the
+same user — a compute step included — can open its pipes or read its memory through
+``/proc`` and pick up another Attempt's credentials. Runners are named
+``stage-runner`` (``/proc/<pid>/comm``) so they can be told from the launcher.
 
 Each forked runner starts a new session (it must outlive the Runtime and this
 launcher), has stdin on ``/dev/null`` and stdout/stderr appended to ``log_file``, and
-runs exactly what ``python -I -S stage_runner.py DIR`` runs. The launcher reaps its
+runs what ``python -I -S stage_runner.py DIR`` runs (the same code, signal
+dispositions and file descriptors). The launcher reaps its
 finished runners after each request and at least once a second (a zombie for that
 second reads as not alive to the Runtime, which is right), and reads each child's
 start time before it can be reaped, so the pid it reports is never ambiguous. On EOF
@@ -25,6 +33,7 @@ Runtime restart requires (seed 000, Recovery: they are adopted by their claim).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -38,13 +47,28 @@ import stage_runner  # noqa: E402 - after the path above
 
 MAX_REQUEST_BYTES = 1 << 20
 REAP_SECONDS = 1.0
+_PR_SET_NAME, _PR_SET_DUMPABLE = 15, 4
+
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _LIBC = None
+
+
+def _prctl(option: int, value: int | bytes) -> bool:
+    """``prctl(option, value)`` through libc; False where it is not available."""
+    try:
+        return _LIBC is not None and _LIBC.prctl(option, value, 0, 0, 0) == 0
+    except AttributeError:
+        return False
 
 
 def _child(request: dict) -> None:
     """In the forked child: become the runner for ``request['control']``; never returns."""
     code = 1
     try:
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        _prctl(_PR_SET_NAME, b"stage-runner")
         os.setsid()
         stdin = os.open(os.devnull, os.O_RDONLY)
         out = os.open(str(request["log_file"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -98,6 +122,7 @@ def _reap() -> None:
 def serve() -> int:
     """Answer requests from stdin until EOF; return 0 (2 for an oversized request).
     See the module doc."""
+    _prctl(_PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     buffer = b""
     while True:
@@ -114,17 +139,19 @@ def serve() -> int:
                 _reply({"error": "request too large"})
                 return 2
         line, buffer = buffer.split(b"\n", 1)
+        request_id = None
         try:
             request = json.loads(line)
             if not isinstance(request, dict) or not isinstance(request.get("env"), dict):
-                raise ValueError("a request needs control, log_file and env")
+                raise ValueError("a request needs id, control, log_file and env")
+            request_id = request.get("id")
             pid = os.fork()
         except (ValueError, OSError) as error:
-            _reply({"error": f"{type(error).__name__}: {error}"})
+            _reply({"id": request_id, "error": f"{type(error).__name__}: {error}"})
             continue
         if pid == 0:
             _child(request)
-        _reply({"pid": pid, "ticks": _start_ticks(pid)})
+        _reply({"id": request_id, "pid": pid, "ticks": _start_ticks(pid)})
 
 
 if __name__ == "__main__":
