@@ -3,6 +3,12 @@
 Versioned writes (``version = expected``) give the optimistic checks of seed 004
 §4D; lease-held writes (:func:`metallo.persistence.leases.held`) give the
 fencing of §3D/§4E. Both are evaluated by PostgreSQL in the UPDATE itself.
+
+Phase constants reach PostgreSQL as literals, not bind parameters: asyncpg prepares
+every statement, and after a few runs PostgreSQL may plan it once for any parameter
+values — a plan that cannot use the partial index ``runs_due`` (``phase <>
+'terminal'``), so the supervisor's claim and the admission counts scanned every Run
+ever made, each pass (ADR 0011).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
@@ -18,6 +24,10 @@ from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
 from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
 
 Row = dict[str, Any]
+
+# Rendered into the SQL text (they are constants, never user input): see module doc.
+_ACCEPTED = literal(PHASE_ACCEPTED, literal_execute=True)
+_TERMINAL = literal(PHASE_TERMINAL, literal_execute=True)
 
 
 def _row(r) -> Row | None:
@@ -79,7 +89,7 @@ class SqlRunStore:
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
         """Lease due ``accepted`` Runs by ``next_wake_at`` (:func:`claim_rows`)."""
-        ready = and_(runs.c.phase == PHASE_ACCEPTED, runs.c.next_wake_at <= func.now())
+        ready = and_(runs.c.phase == _ACCEPTED, runs.c.next_wake_at <= func.now())
         return await claim_rows(
             session,
             runs,
@@ -95,8 +105,8 @@ class SqlRunStore:
     ) -> list[Claim]:
         """Lease due planned, non-terminal Runs by ``next_wake_at`` (:func:`claim_rows`)."""
         ready = and_(
-            runs.c.phase != PHASE_ACCEPTED,
-            runs.c.phase != PHASE_TERMINAL,
+            runs.c.phase != _ACCEPTED,
+            runs.c.phase != _TERMINAL,
             runs.c.next_wake_at <= func.now(),
         )
         return await claim_rows(
@@ -124,7 +134,7 @@ class SqlRunStore:
 
     async def count_active(self, session: AsyncSession, project: str) -> tuple[int, dict[str, int]]:
         """Count non-accepted, non-terminal Runs: in the Project, and per Site over all Projects."""
-        active = and_(runs.c.phase != PHASE_ACCEPTED, runs.c.phase != PHASE_TERMINAL)
+        active = and_(runs.c.phase != _ACCEPTED, runs.c.phase != _TERMINAL)
         in_project = (
             await session.execute(
                 select(func.count()).select_from(runs).where(active, runs.c.project == project)
@@ -237,7 +247,7 @@ class SqlRunStore:
         if outcome:
             stmt = stmt.where(runs.c.outcome == outcome)
         if active_only:
-            stmt = stmt.where(runs.c.phase != PHASE_TERMINAL)
+            stmt = stmt.where(runs.c.phase != _TERMINAL)
         if after is not None:
             at, run_id = after
             stmt = stmt.where(
