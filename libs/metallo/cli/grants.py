@@ -14,8 +14,6 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import typer
-from asyncpg import PostgresError
-from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
@@ -60,6 +58,10 @@ def _database_errors(exc: Exception) -> CliError:
 
 
 def _call(fn):
+    # Imported here: every other metallo command would pay for SQLAlchemy at start.
+    from asyncpg import PostgresError
+    from sqlalchemy.exc import SQLAlchemyError
+
     try:
         return asyncio.run(fn())
     except CliError:
