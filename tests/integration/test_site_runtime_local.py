@@ -5,6 +5,8 @@ Runtime; seed 000 phases; seed 001 failure records)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import stat
 
 import pytest
@@ -225,3 +227,27 @@ async def test_start_after_the_deadline_is_refused_before_anything_runs(edge, ru
     started = await runtime.handle(await edge.append("start"))
     assert (started["outcome"], started["code"]) == ("refused", "attempt-deadline-passed")
     assert stage_rows(runtime.state, "att-1") == {}
+
+
+async def test_a_killed_runner_does_not_leave_its_step_running(edge, runtime, tmp_path):
+    # A runner killed from outside (OOM killer, an operator's kill -9) cannot record
+    # its exit: the stage fails local-process-lost, and its step must not run on unseen.
+    url, commit = await seed_repository(edge, tmp_path)
+    payload = batch_payload(url, commit, {"shell": "sleep 60 & sleep 60; wait"})
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    await runtime.handle(await edge.append("start"))
+    await observe_until(runtime, edge, "att-1", {"running"})
+    control = runtime.state / "workspaces/att-1/control/compute"
+    for _ in range(100):
+        if (control / "child").exists() and len(live_group_members(int((control / "child").read_text()))) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    child = int((control / "child").read_text())
+    runner = int((control / "claim").read_text().split()[0])
+    assert len(live_group_members(child)) >= 2
+    os.kill(runner, signal.SIGKILL)
+
+    failed = await observe_until(runtime, edge, "att-1", {"failed"})
+    assert failed["observation"]["phase"] == "failed"
+    assert stage_rows(runtime.state, "att-1")["compute"]["code"] == "local-process-lost"
+    assert await group_gone(child)

@@ -219,3 +219,15 @@ def test_another_process_of_the_same_user_cannot_open_the_launchers_pipes():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result == {"alive": True, "plain": "opened", "launcher": "denied"}
+
+
+def test_a_launcher_that_died_is_reaped_and_reported(tmp_path, processes, caplog):
+    control, _ = _compute_stage(tmp_path, "h", ["true"])
+    processes.spawn(control, {"PATH": os.environ["PATH"]}, tmp_path / "h.log")
+    launcher = processes._launcher._process
+    os.kill(launcher.pid, signal.SIGKILL)
+    _wait(lambda: Path(f"/proc/{launcher.pid}/stat").read_text().split(") ")[1][0] == "Z")
+    caplog.set_level("WARNING", logger="site_runtime.local")
+    processes.reap()
+    assert not Path(f"/proc/{launcher.pid}").exists()  # no zombie left under the Runtime
+    assert "the stage launcher ended" in caplog.text

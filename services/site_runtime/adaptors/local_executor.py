@@ -135,6 +135,7 @@ class LocalExecutor:
 
     async def tick(self) -> None:
         """One supervision pass over every active Attempt (errors are logged, not raised)."""
+        self.processes.reap()
         for attempt_id in self.journal.active_attempts():
             try:
                 async with self._lock(attempt_id):
@@ -506,11 +507,15 @@ class LocalExecutor:
             if status is not None:
                 self._finish_from_status(row, stage_row.stage, status)
                 return
+            # Its step may still run (the runner was killed, not the step): stop it, or
+            # it would go on unseen after the stage is recorded as failed.
+            orphan = self.processes.kill_orphaned_step(control, pid)
             log.error(
-                "attempt %s: %s process %s ended without recording its exit",
+                "attempt %s: %s process %s ended without recording its exit%s",
                 row.attempt_id,
                 stage_row.stage,
                 pid,
+                "; its step's process group was killed" if orphan else "",
             )
             self.journal.finish_stage(
                 row.attempt_id,

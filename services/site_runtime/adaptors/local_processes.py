@@ -15,6 +15,7 @@ is never mistaken for the runner.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -31,6 +32,8 @@ from site_runtime.adaptors.stage_runner import process_start_ticks
 # Runner and launcher use the standard library only, so they start isolated (-I) and
 # without site-packages (-S): the environment's site hooks, such as an editable
 # install's finder, are skipped.
+log = logging.getLogger("site_runtime.local")
+
 RUNNER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_runner.__file__).resolve())]
 LAUNCHER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_launcher.__file__).resolve())]
 LAUNCH_REPLY_SECONDS = 10.0
@@ -93,12 +96,29 @@ class StageLauncher:
                     ) from None
                 except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
                     failure = error
+                    log.warning(
+                        "stage launcher out of protocol (%s); replacing it", type(error).__name__
+                    )
                     self._kill()
                     continue
                 return pid, ticks
             raise OSError(
                 f"the stage launcher does not answer ({type(failure).__name__}: {failure})"
             )
+
+    def reap(self) -> None:
+        """Collect a launcher that ended on its own (no zombie left) and say so; the next
+        spawn starts a new one."""
+        with self._lock:
+            process = self._process
+            if process is None or process.poll() is None:
+                return
+            log.warning(
+                "the stage launcher ended (exit status %s); the next stage starts a new one",
+                process.returncode,
+            )
+            self._process = None
+            _close_pipes(process)
 
     def _kill(self) -> None:
         process, self._process = self._process, None
@@ -182,6 +202,10 @@ class StageProcesses:
         """Stop the launcher; running runners are left running (they are adopted)."""
         self._launcher.close()
 
+    def reap(self) -> None:
+        """Collect and report a launcher that died (see :meth:`StageLauncher.reap`)."""
+        self._launcher.reap()
+
     def alive(self, pid: int | None, ticks: int | None) -> bool:
         """True when ``pid`` is a live process with start time ``ticks`` (when known)."""
         if pid is None:
@@ -211,6 +235,20 @@ class StageProcesses:
         if pid is not None and self.alive(pid, ticks):
             os.kill(pid, signal.SIGTERM)
 
+    def kill_orphaned_step(self, control: Path, runner_pid: int) -> bool:
+        """SIGKILL the process group of the step a lost runner left behind; True when
+        one was signalled. Only a group with a live member in the runner's session
+        (the runner called ``setsid``; its steps keep that session) is signalled, so
+        a recycled process-group id is never mistaken for the step."""
+        group = _read_int(control / "child")
+        if not group or not _group_in_session(group, runner_pid):
+            return False
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
     def kill(self, control: Path, pid: int | None) -> None:
         """SIGKILL the step's process group and the runner's own group."""
         for group in (_read_int(control / "child"), pid):
@@ -229,6 +267,21 @@ def tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
         size = f.seek(0, os.SEEK_END)
         f.seek(max(0, size - max_bytes))
         return f.read(max_bytes), size
+
+
+def _group_in_session(group: int, session: int) -> bool:
+    """Whether a live process in process group ``group`` belongs to session ``session``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        if fields[0] not in ("Z", "X") and int(fields[2]) == group and int(fields[3]) == session:
+            return True
+    return False
 
 
 def _read_int(path: Path) -> int | None:
