@@ -107,3 +107,31 @@ def test_up_never_silently_keeps_another_executor(monkeypatch):
     with pytest.raises(control.StackError) as refused:
         control.up("slurm", say=said.append)
     assert "metallo dev down" in str(refused.value) and "--executor slurm" in str(refused.value)
+
+
+def test_a_component_left_stopped_makes_the_stack_degraded(monkeypatch):
+    # The supervisor leaves a component stopped after 5 crashes in 120 s: `dev status`
+    # and `dev up` must not call that stack ready.
+    import json
+
+    from metallo.devstack import control
+    from tests.unit.cli_support import run_cli
+
+    live = {"pid": 4242, "status": "ready", "executor": "local",
+            "edge_url": "https://127.0.0.1:8443", "components": {
+                "execution_core": {"pid": 11, "state": "ready", "restarts": 0, "log": "ec.log"},
+                "site_runtime": {"pid": None, "state": "failed", "restarts": 5, "log": "rt.log"}}}
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: live)
+    shown = run_cli("dev", "status")
+    assert shown.code == 1
+    assert "dev stack degraded" in shown.stdout
+    assert "site_runtime" in shown.stderr and "metallo dev down" in shown.stderr
+    as_json = run_cli("dev", "status", "--output", "json")
+    assert as_json.code == 1
+    assert json.loads(as_json.stdout)["status"] == "degraded"
+    with pytest.raises(control.StackError) as refused:
+        control.up("auto", say=lambda text: None)
+    assert "site_runtime" in str(refused.value) and "metallo dev down" in str(refused.value)
+
+    live["components"]["site_runtime"]["state"] = "ready"
+    assert run_cli("dev", "status").code == 0

@@ -67,16 +67,29 @@ def status(output: opt.OutputOpt = Output.table) -> None:
             print_json({"status": "stopped"})
         raise CliError("the dev stack is not running", "start it with `metallo dev up`",
                        Exit.NOT_FOUND, code="stack-not-running")
+    # The supervisor leaves a component stopped after 5 crashes in 120 s: the stack
+    # then runs without it, which must not read as "ready".
+    failed = sorted(n for n, c in state.get("components", {}).items() if c["state"] == "failed")
+    if failed:
+        state = {**state, "status": "degraded", "failed": failed}
     if output is Output.json:
         print_json(state)
-        return
-    out.print(f"dev stack {state['status']} (supervisor pid {state['pid']}, executor "
-              f"{state['executor']}, edge {state['edge_url']})")
-    for name, comp in sorted(state.get("components", {}).items()):
-        out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
-                  f"{comp['restarts']}  {comp['log']}")
-    for name in state.get("missing", []):
-        out.print(f"  {name:<22} not in this checkout")
+    else:
+        out.print(f"dev stack {state['status']} (supervisor pid {state['pid']}, executor "
+                  f"{state['executor']}, edge {state['edge_url']})")
+        for name, comp in sorted(state.get("components", {}).items()):
+            out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
+                      f"{comp['restarts']}  {comp['log']}")
+        for name in state.get("missing", []):
+            out.print(f"  {name:<22} not in this checkout")
+    if failed:
+        if output is Output.json:
+            raise typer.Exit(int(Exit.FAILED))
+        raise CliError(
+            f"{', '.join(failed)} crashed 5 times in 120 s and was left stopped; "
+            "Runs on its Site wait meanwhile",
+            "read its log (above), then restart the stack: `metallo dev down`, then "
+            "`metallo dev up`", Exit.FAILED, code="stack-degraded")
 
 
 @app.command("publish")

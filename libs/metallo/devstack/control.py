@@ -90,6 +90,13 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
                 f"the dev stack already runs with the {live.get('executor')} executor, not "
                 f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`",
                 usage=True)
+        failed = sorted(n for n, c in live.get("components", {}).items()
+                        if c.get("state") == "failed")
+        if failed:
+            raise StackError(
+                f"the dev stack runs, but {', '.join(failed)} crashed 5 times in 120 s and "
+                f"was left stopped (see {layout.logs}); run `metallo dev down`, then "
+                "`metallo dev up`")
         say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
             f"{live['executor']}); `metallo dev down` stops it")
         return live
