@@ -387,3 +387,13 @@ async def test_empty_lists_say_so_and_pipeline_steps_keep_whole_run_ids(amqp_url
     assert pipelines.code == 0 and "no Pipelines in Project" in pipelines.stdout
     steps = a_pipeline("succeeded").steps
     assert shown.code == 0 and all(s.run_id in shown.stdout for s in steps if s.run_id)
+
+
+async def test_logs_of_an_attempt_that_does_not_exist_point_to_run_show(amqp_url, topology):
+    def missing(c):
+        raise Rejected("not-found", f"Run {RUN_ID} has no Attempt 5")
+
+    async with StandIn(amqp_url, topology, ("execution_core",), {"ReadRunLog": missing}):
+        result = await cli("run", "logs", RUN_ID, "--attempt", "5")
+    assert result.code == 3
+    assert f"metallo run show {RUN_ID}" in result.stderr

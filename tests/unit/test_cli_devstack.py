@@ -135,3 +135,13 @@ def test_a_component_left_stopped_makes_the_stack_degraded(monkeypatch):
 
     live["components"]["site_runtime"]["state"] = "ready"
     assert run_cli("dev", "status").code == 0
+
+
+def test_an_unknown_executor_is_named_even_while_the_stack_runs(monkeypatch):
+    from metallo.devstack import control
+
+    live = {"pid": 4242, "executor": "local", "edge_url": "https://127.0.0.1:8443"}
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: live)
+    with pytest.raises(control.StackError) as refused:
+        control.up("bogus", say=lambda text: None)
+    assert "unknown executor 'bogus'" in str(refused.value) and refused.value.usage

@@ -254,9 +254,15 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
 
     async def body():
         async with Platform(conn) as p:
-            started = await p.request(read_cls(
-                metadata=command_metadata(who, command_id), run_id=run_id,
-                attempt_number=attempt, stage=stage, max_bytes=max_bytes))
+            try:
+                started = await p.request(read_cls(
+                    metadata=command_metadata(who, command_id), run_id=run_id,
+                    attempt_number=attempt, stage=stage, max_bytes=max_bytes))
+            except CliError as refused:
+                if refused.code == "not-found" and attempt:
+                    refused.hint = (f"`metallo run show {run_id}` lists its Attempts; "
+                                    "omit --attempt for the latest")
+                raise
             loop = asyncio.get_running_loop()
             deadline = loop.time() + LOG_READ_SECONDS + conn.timeout_seconds
             while True:

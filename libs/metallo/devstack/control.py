@@ -82,6 +82,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     already runs with another executor than the one asked for (never silently the
     wrong one), or a component does not become ready (the stack is then stopped again).
     """
+    if executor not in ("auto", "local", "slurm"):
+        raise StackError(f"unknown executor {executor!r}: use local, slurm or auto", usage=True)
     layout = Layout.default()
     live = running_supervisor(layout)
     if live is not None:
