@@ -77,6 +77,12 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
                 pb.GetPipeline(metadata=get.metadata, pipeline_id=str(uuid.uuid4())), timeout=10
             )
         assert e.value.code == "not-found"
+        for malformed in ("bad", str(uuid.uuid4()).upper(), uuid.uuid4().hex):
+            with pytest.raises(Rejected) as e:
+                await client.request(
+                    pb.GetPipeline(metadata=get.metadata, pipeline_id=malformed), timeout=10
+                )
+            assert e.value.code == "invalid-argument", malformed  # a wrong request, exit 2
     finally:
         await client.close()
         if proc.returncode is None:

@@ -13,6 +13,7 @@ Refusals raise :class:`metallo.messaging.Rejected` with a stable code:
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -77,11 +78,19 @@ async def start_pipeline(
     return p.pipeline_id, p.state
 
 
+# A Pipeline id as issued and listed: a lowercase UUID.
+_PIPELINE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
 async def _own(session: AsyncSession, store: PipelineStore, project: str, pipeline_id: str, *, lock: bool):
-    try:
-        uuid.UUID(pipeline_id)
-    except ValueError:
-        raise Rejected("not-found", f"no Pipeline {pipeline_id[:80]!r}") from None
+    # A malformed id is a wrong request (invalid-argument, exit 2), not a missing
+    # Pipeline — as for Run ids in Execution Core.
+    if not _PIPELINE_ID.match(pipeline_id):
+        raise Rejected(
+            "invalid-argument",
+            f"pipeline_id {pipeline_id[:80]!r} is not a Pipeline id (a lowercase UUID, "
+            "as Pipelines are listed)",
+        )
     found = await store.load(session, pipeline_id, lock=lock)
     if found is None or found[0].project != project:
         raise Rejected("not-found", f"no Pipeline {pipeline_id} in Project {project}")
