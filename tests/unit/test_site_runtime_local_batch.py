@@ -118,3 +118,12 @@ def test_deadline_is_read_and_compared_in_utc():
     for bad in ("tomorrow", "2026-11-29T12:00:00"):
         with pytest.raises(InvalidMaterial):
             parse_job({**payload(), "deadline": bad})
+
+
+def test_a_cancelled_attempt_reports_how_its_step_was_stopped():
+    cancelled = observation(
+        "cancelled",
+        [StageFacts("stage-in", "succeeded", 1, 0), StageFacts("compute", "cancelled", 2, None, 15, "cancelled")],
+        "t",
+    )
+    assert (cancelled["phase"], cancelled["exit_code"], cancelled["signal"]) == ("cancelled", None, 15)

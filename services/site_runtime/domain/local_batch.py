@@ -298,6 +298,11 @@ def observation(state: str, stages: list[StageFacts], observed_at: str) -> dict[
         if failed is not None:
             failure = failure_record(failed)
             exit_code, signal = failed.exit_code, failed.signal
+    if state == "cancelled":
+        # How the stopped step ended (e.g. signal 15), as the stage log says.
+        stopped = next((s for s in stages if s.state == "cancelled"), None)
+        if stopped is not None:
+            exit_code, signal = stopped.exit_code, stopped.signal
     compute = by_stage.get("compute")
     if state == "succeeded" and compute is not None:
         exit_code, signal = compute.exit_code, compute.signal
