@@ -67,3 +67,28 @@ async def test_checkout_sends_nothing_to_the_server(pool):
         await conn.execute(text("SELECT 2"))
     assert ";" not in sent
     assert sent.count("BEGIN;") == 1, sent  # the caller's transaction only
+
+
+
+async def test_a_service_warns_at_start_when_autovacuum_cannot_run(make_database, caplog):
+    # Without autovacuum, leases and outbox rows leave dead rows and stale statistics
+    # behind (docs/operators.md). track_counts off (settable per database) stops
+    # autovacuum whatever its own setting, so the warning can be forced here.
+    import asyncpg
+
+    from metallo.persistence.migrations import autovacuum_is_on, migrate
+    from tests.integration.conftest import MIGRATIONS
+
+    url = await make_database("autovacuum_check", MIGRATIONS)
+    database = url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(host="127.0.0.1", user="postgres", database="postgres")
+    try:
+        server_on = await admin.fetchval("SELECT current_setting('autovacuum') = 'on'")
+        assert await autovacuum_is_on(url) is server_on
+        await admin.execute(f'ALTER DATABASE "{database}" SET track_counts = off')
+    finally:
+        await admin.close()
+    assert await autovacuum_is_on(url) is False
+    caplog.set_level("WARNING", logger="metallo.persistence.migrations")
+    await migrate(url, MIGRATIONS)
+    assert "autovacuum is off" in caplog.text

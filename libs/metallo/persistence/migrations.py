@@ -8,14 +8,17 @@ database when missing and upgrades it to ``head``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import MetaData, pool
+from sqlalchemy import MetaData, pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from metallo.persistence.engine import ensure_database
+
+log = logging.getLogger(__name__)
 
 
 def alembic_config(url: str, migrations_dir: Path) -> Config:
@@ -39,6 +42,28 @@ async def migrate(url: str, migrations_dir: Path, revision: str = "head") -> Non
     """
     await ensure_database(url)
     await asyncio.to_thread(_upgrade, url, Path(migrations_dir), revision)
+    if not await autovacuum_is_on(url):
+        log.warning(
+            "PostgreSQL's autovacuum is off: the leases and outbox rows this service "
+            "updates all the time leave dead rows and stale statistics behind, and every "
+            "polling pass slows down as they grow (seen: 29,000 dead rows beside 2,000 live "
+            "ones in `runs`). Turn it on (autovacuum = on) or run VACUUM ANALYZE "
+            "regularly — docs/operators.md, PostgreSQL."
+        )
+
+
+async def autovacuum_is_on(url: str) -> bool:
+    """Whether the server at ``url`` runs autovacuum (``autovacuum`` and ``track_counts``
+    on; it needs both). Raises the driver's errors when the server cannot be asked."""
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as conn:
+            row = (await conn.execute(text(
+                "SELECT current_setting('autovacuum') = 'on'"
+                " AND current_setting('track_counts') = 'on'"))).scalar_one()
+    finally:
+        await engine.dispose()
+    return bool(row)
 
 
 def run_env(target_metadata: MetaData | None = None) -> None:
