@@ -23,6 +23,7 @@ from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.adaptors.journal import SqliteDeliveryJournal
 from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
 from site_runtime.adaptors.local_jobs import LocalJobsJournal
+from site_runtime.adaptors.local_processes import live_group_members
 from site_runtime.application.worker import Worker, WorkerSettings
 from tests.integration.site_coordination_support import OPERATOR_TOKEN
 
@@ -261,22 +262,6 @@ def bare_git(edge, *args: str, name: str = "demo.git") -> str:
 def bare_head(edge, name: str = "demo.git", branch: str = "main") -> str:
     """The commit ``branch`` points to in the bare repository."""
     return bare_git(edge, "rev-parse", branch, name=name).strip()
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group ``pgid``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rfind(")") + 2 :].split()
-        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
 
 
 async def group_gone(pgid: int, timeout: float = 5.0) -> bool:

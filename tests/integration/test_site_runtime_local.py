@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import stat
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -154,7 +155,9 @@ async def test_wall_time_is_enforced_with_term_then_kill(edge, runtime, tmp_path
     assert "stage-out" not in stage_rows(runtime.state, "att-1")
 
 
-async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtime, tmp_path):
+async def _computing_shell_with_a_background_sleep(edge, runtime, tmp_path) -> tuple[Path, int]:
+    """Start att-1 whose compute step is a shell with a background sleep; return the
+    compute control directory and the step's process group once both processes run."""
     url, commit = await seed_repository(edge, tmp_path)
     payload = batch_payload(url, commit, {"shell": "sleep 60 & sleep 60; wait"})
     await runtime.handle(await edge.append("prepare", payload=payload))
@@ -171,6 +174,11 @@ async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtim
             break
         await asyncio.sleep(0.05)
     assert len(live_group_members(child)) >= 2  # the shell and its background sleep
+    return control, child
+
+
+async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtime, tmp_path):
+    _, child = await _computing_shell_with_a_background_sleep(edge, runtime, tmp_path)
 
     cancel_seq = await edge.append("cancel", payload={"reason": "member-request"})
     cancelled = await runtime.handle(cancel_seq)
@@ -232,19 +240,8 @@ async def test_start_after_the_deadline_is_refused_before_anything_runs(edge, ru
 async def test_a_killed_runner_does_not_leave_its_step_running(edge, runtime, tmp_path):
     # A runner killed from outside (OOM killer, an operator's kill -9) cannot record
     # its exit: the stage fails local-process-lost, and its step must not run on unseen.
-    url, commit = await seed_repository(edge, tmp_path)
-    payload = batch_payload(url, commit, {"shell": "sleep 60 & sleep 60; wait"})
-    await runtime.handle(await edge.append("prepare", payload=payload))
-    await runtime.handle(await edge.append("start"))
-    await observe_until(runtime, edge, "att-1", {"running"})
-    control = runtime.state / "workspaces/att-1/control/compute"
-    for _ in range(100):
-        if (control / "child").exists() and len(live_group_members(int((control / "child").read_text()))) >= 2:
-            break
-        await asyncio.sleep(0.05)
-    child = int((control / "child").read_text())
+    control, child = await _computing_shell_with_a_background_sleep(edge, runtime, tmp_path)
     runner = int((control / "claim").read_text().split()[0])
-    assert len(live_group_members(child)) >= 2
     os.kill(runner, signal.SIGKILL)
 
     failed = await observe_until(runtime, edge, "att-1", {"failed"})

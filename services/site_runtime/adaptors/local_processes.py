@@ -241,7 +241,7 @@ class StageProcesses:
         (the runner called ``setsid``; its steps keep that session) is signalled, so
         a recycled process-group id is never mistaken for the step."""
         group = _read_int(control / "child")
-        if not group or not _group_in_session(group, runner_pid):
+        if not group or not live_group_members(group, session=runner_pid):
             return False
         try:
             os.killpg(group, signal.SIGKILL)
@@ -269,8 +269,10 @@ def tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
         return f.read(max_bytes), size
 
 
-def _group_in_session(group: int, session: int) -> bool:
-    """Whether a live process in process group ``group`` belongs to session ``session``."""
+def live_group_members(group: int, session: int | None = None) -> list[int]:
+    """Pids of live (non-zombie) processes in process group ``group`` — only those in
+    session ``session`` when given (``/proc/<pid>/stat``)."""
+    members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -279,9 +281,11 @@ def _group_in_session(group: int, session: int) -> bool:
         except OSError:
             continue
         fields = raw[raw.rfind(")") + 2 :].split()
-        if fields[0] not in ("Z", "X") and int(fields[2]) == group and int(fields[3]) == session:
-            return True
-    return False
+        if fields[0] in ("Z", "X") or int(fields[2]) != group:
+            continue
+        if session is None or int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
 
 
 def _read_int(path: Path) -> int | None:
