@@ -29,11 +29,11 @@ from typing import Any
 from site_runtime.adaptors import stage_launcher, stage_runner
 from site_runtime.adaptors.stage_runner import process_start_ticks
 
+log = logging.getLogger("site_runtime.local")
+
 # Runner and launcher use the standard library only, so they start isolated (-I) and
 # without site-packages (-S): the environment's site hooks, such as an editable
 # install's finder, are skipped.
-log = logging.getLogger("site_runtime.local")
-
 RUNNER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_runner.__file__).resolve())]
 LAUNCHER_ARGV = [sys.executable, "-I", "-S", str(Path(stage_launcher.__file__).resolve())]
 LAUNCH_REPLY_SECONDS = 10.0
