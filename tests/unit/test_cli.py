@@ -397,3 +397,15 @@ async def test_logs_of_an_attempt_that_does_not_exist_point_to_run_show(amqp_url
         result = await cli("run", "logs", RUN_ID, "--attempt", "5")
     assert result.code == 3
     assert f"metallo run show {RUN_ID}" in result.stderr
+
+
+async def test_run_show_says_when_its_observation_is_stale(amqp_url, topology):
+    def stale(q):
+        run = a_run(phase="running", outcome="")
+        run.observation_phase, run.observation_confidence = "running", "stale"
+        return run
+
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": stale}):
+        shown = await cli("run", "show", RUN_ID)
+    assert shown.code == 0
+    assert "stale: the Site has not reported lately" in " ".join(shown.stdout.split())

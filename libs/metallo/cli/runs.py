@@ -62,6 +62,15 @@ def run_summary(run: ec.Run) -> dict:
     return as_dict(run)
 
 
+
+def _observation_text(phase: str, confidence: str) -> str:
+    """The observed phase, with how far to trust it when that is not plain
+    (docs/runs.md: ``stale`` — the Site has not reported for a while; ``uncertain``)."""
+    if confidence in ("stale", "uncertain"):
+        hint = "the Site has not reported lately" if confidence == "stale" else "the Site could not tell"
+        return f"{phase} ({confidence}: {hint})" if phase else f"({confidence}: {hint})"
+    return phase
+
 def print_run(run: ec.Run) -> None:
     """A Run as a table, then its Attempts."""
     attempt = run.attempts[-1] if len(run.attempts) else None
@@ -70,7 +79,8 @@ def print_run(run: ec.Run) -> None:
         ("project", run.project), ("action", run.action), ("action type", run.action_type),
         ("workload", f"{run.workload_id} r{run.revision}"), ("site", run.site_id),
         ("phase", run.phase), ("desired", run.desired_state),
-        ("native state", run.native_state), ("observation", run.observation_phase),
+        ("native state", run.native_state),
+        ("observation", _observation_text(run.observation_phase, run.observation_confidence)),
         ("outcome", run.outcome), ("reason", run.reason_code),
         ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
         ("input", ", ".join(f"{r.role} {r.url}@{r.commit[:12]}" for r in run.repositories)),
