@@ -59,6 +59,7 @@ def down() -> None:
 @app.command("status")
 def status(output: opt.OutputOpt = Output.table) -> None:
     """Say whether the stack runs, and each component's state (exit 3 when not running)."""
+    from metallo.devstack.control import failed_components, left_stopped
     from metallo.devstack.control import status as stack_status
 
     state = stack_status()
@@ -67,9 +68,9 @@ def status(output: opt.OutputOpt = Output.table) -> None:
             print_json({"status": "stopped"})
         raise CliError("the dev stack is not running", "start it with `metallo dev up`",
                        Exit.NOT_FOUND, code="stack-not-running")
-    # The supervisor leaves a component stopped after 5 crashes in 120 s: the stack
-    # then runs without it, which must not read as "ready".
-    failed = sorted(n for n, c in state.get("components", {}).items() if c["state"] == "failed")
+    # A component the supervisor left stopped: the stack runs without it, which must
+    # not read as "ready".
+    failed = failed_components(state)
     if failed:
         state = {**state, "status": "degraded", "failed": failed}
     if output is Output.json:
@@ -86,8 +87,7 @@ def status(output: opt.OutputOpt = Output.table) -> None:
         if output is Output.json:
             raise typer.Exit(int(Exit.FAILED))
         raise CliError(
-            f"{', '.join(failed)} crashed 5 times in 120 s and was left stopped; "
-            "Runs on its Site wait meanwhile",
+            f"{left_stopped(failed)}; Runs that need it wait meanwhile",
             "read its log (above), then restart the stack: `metallo dev down`, then "
             "`metallo dev up`", Exit.FAILED, code="stack-degraded")
 

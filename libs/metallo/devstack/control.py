@@ -18,7 +18,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from metallo.devstack.components import Options, plan, slurm_lab_running
 from metallo.devstack.layout import REPO_ROOT, Layout
 from metallo.devstack.prepare import PrepareError, prepare, revoke_runtime_grant
-from metallo.devstack.supervisor import Supervisor
+from metallo.devstack.supervisor import MAX_RESTARTS, RESTART_WINDOW_SECONDS, Supervisor
+
+EXECUTORS = ("auto", "local", "slurm")
 
 UP_TIMEOUT_SECONDS = 240.0
 DOWN_TIMEOUT_SECONDS = 90.0
@@ -62,12 +64,28 @@ def running_supervisor(layout: Layout) -> dict | None:
     return None
 
 
+def _check_executor(name: str) -> None:
+    if name not in EXECUTORS:
+        raise StackError(f"unknown executor {name!r}: use local, slurm or auto", usage=True)
+
+
+def failed_components(state: dict) -> list[str]:
+    """Components of a running stack's ``state`` that the supervisor left stopped
+    (``MAX_RESTARTS`` crashes within ``RESTART_WINDOW_SECONDS``): the stack is degraded."""
+    return sorted(n for n, c in state.get("components", {}).items() if c.get("state") == "failed")
+
+
+def left_stopped(names: list[str]) -> str:
+    """``"<names> crashed 5 times in 120 s and was left stopped"``."""
+    return (f"{', '.join(names)} crashed {MAX_RESTARTS} times in "
+            f"{RESTART_WINDOW_SECONDS:.0f} s and was left stopped")
+
+
 def choose_executor(requested: str) -> str:
     """``auto`` → ``slurm`` when the Slurm lab runs, else ``local``."""
+    _check_executor(requested)
     if requested == "auto":
         return "slurm" if slurm_lab_running() else "local"
-    if requested not in ("local", "slurm"):
-        raise StackError(f"unknown executor {requested!r}: use local, slurm or auto", usage=True)
     if requested == "slurm" and not slurm_lab_running():
         raise StackError("the Slurm lab is not running: start it with `scripts/slurm-lab up` "
                          "(as root), or use --executor local")
@@ -82,8 +100,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     already runs with another executor than the one asked for (never silently the
     wrong one), or a component does not become ready (the stack is then stopped again).
     """
-    if executor not in ("auto", "local", "slurm"):
-        raise StackError(f"unknown executor {executor!r}: use local, slurm or auto", usage=True)
+    _check_executor(executor)
     layout = Layout.default()
     live = running_supervisor(layout)
     if live is not None:
@@ -92,13 +109,11 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
                 f"the dev stack already runs with the {live.get('executor')} executor, not "
                 f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`",
                 usage=True)
-        failed = sorted(n for n, c in live.get("components", {}).items()
-                        if c.get("state") == "failed")
+        failed = failed_components(live)
         if failed:
             raise StackError(
-                f"the dev stack runs, but {', '.join(failed)} crashed 5 times in 120 s and "
-                f"was left stopped (see {layout.logs}); run `metallo dev down`, then "
-                "`metallo dev up`")
+                f"the dev stack runs, but {left_stopped(failed)} (see {layout.logs}); "
+                "run `metallo dev down`, then `metallo dev up`")
         say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
             f"{live['executor']}); `metallo dev down` stops it")
         return live
