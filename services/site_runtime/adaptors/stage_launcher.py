@@ -98,17 +98,6 @@ def _reply(message: dict) -> None:
     os.write(1, json.dumps(message).encode() + b"\n")
 
 
-def _start_ticks(pid: int) -> int | None:
-    # Unlike stage_runner.process_start_ticks, a zombie counts: the child is ours and not
-    # yet reaped, so its pid cannot have been reused.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode()
-    except OSError:
-        return None
-    return int(raw[raw.rfind(")") + 2 :].split()[19])
-
-
 def _reap() -> None:
     while True:
         try:
@@ -151,7 +140,14 @@ def serve() -> int:
             continue
         if pid == 0:
             _child(request)
-        _reply({"id": request_id, "pid": pid, "ticks": _start_ticks(pid)})
+        # Read before this loop can reap the child, so the pid it names is never ambiguous.
+        _reply(
+            {
+                "id": request_id,
+                "pid": pid,
+                "ticks": stage_runner.process_start_ticks(pid, zombies=True),
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -48,15 +48,16 @@ esac
 POLL_SECONDS = 0.1
 
 
-def process_start_ticks(pid: int) -> int | None:
+def process_start_ticks(pid: int, *, zombies: bool = False) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22),
-    or None when there is no such live (non-zombie) process."""
+    or None when there is no such live process — a zombie counts only with ``zombies``
+    (for its parent, whose unreaped child's pid cannot have been reused)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = raw[raw.rfind(")") + 2 :].split()
-    if not fields or fields[0] in ("Z", "X"):
+    if not fields or (fields[0] in ("Z", "X") and not zombies):
         return None
     return int(fields[19])
 
