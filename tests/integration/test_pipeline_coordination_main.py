@@ -66,7 +66,11 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
         # No Workload Portfolio runs here: the coordinator keeps the Pipeline
         # preparing and says why, rather than failing it.
         for _ in range(200):
-            got = await client.request(get, timeout=10)
+            try:
+                got = await client.request(get, timeout=10)
+            except ServiceUnavailable:  # its query queue may come up after its command queue
+                await asyncio.sleep(0.1)
+                continue
             if got.last_error:
                 break
             await asyncio.sleep(0.1)
