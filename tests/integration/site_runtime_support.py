@@ -142,6 +142,7 @@ class Runtime:
     fault: Any = None
     max_active: int = 4
     grace_seconds: float = 1.0
+    poll_seconds: float = 0.1
     client: EdgeClient = field(init=False)
     delivery: SqliteDeliveryJournal = field(init=False)
     jobs: LocalJobsJournal = field(init=False)
@@ -162,7 +163,7 @@ class Runtime:
                 grace_seconds=self.grace_seconds,
                 max_active=self.max_active,
                 repository_ca_file=self.edge.ca_file,
-                poll_seconds=0.1,
+                poll_seconds=self.poll_seconds,
             ),
             self.jobs,
             authority=self.client,

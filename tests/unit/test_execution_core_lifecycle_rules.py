@@ -355,3 +355,24 @@ def test_run_without_attempt_creates_attempt_one_or_ends_when_cancelled():
     assert d.new_attempt_number == 1 and d.commands[0][0] == "prepare"
     d = lc.decide(replace(run, desired_state=s.DESIRED_CANCEL), None, T0, TIMING)
     assert d.end == (s.OUTCOME_CANCELLED, reasons.CANCELLED_BEFORE_START)
+
+
+def test_observes_start_soon_and_back_off_to_the_interval():
+    """Issue 8: the first observe comes first_observe after the start result, then each
+    wait doubles up to observe_interval (a short Run's end is seen within a second)."""
+    sim = Sim()
+    sim.step()
+    sim.result("prepare")
+    sim.step()
+    sim.result("start", phase="queued", native_state="PENDING")
+    waits = []
+    for _ in range(6):
+        d = sim.step()
+        assert d.commands == []
+        waits.append((d.wake_at - sim.now).total_seconds())
+        sim.wait(waits[-1] - 0.001)
+        assert sim.step().commands == []  # not a moment early
+        sim.wait(0.001)
+        assert [k for k, _ in sim.step().commands] == ["observe"]
+        sim.result("observe", phase="running", native_state="RUNNING")
+    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]  # TIMING: first_observe 1, interval 10

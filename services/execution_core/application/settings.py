@@ -19,6 +19,7 @@ class Settings:
     """Timing and batching of the launch worker and the Run Supervisor."""
 
     observe_interval_seconds: float = 30.0  # between two observe commands of an active Attempt
+    first_observe_seconds: float = 1.0  # start result → first observe (doubles to the interval)
     result_recheck_seconds: float = 30.0  # supervisor look-again period while a result is awaited
     stale_after_seconds: float = 120.0  # an observation older than this is reported "stale"
     dispatch_timeout_seconds: float = 3600.0  # Attempt creation → dispatch deadline of its start
@@ -38,6 +39,7 @@ class Settings:
         """The lifecycle timing these settings give."""
         return Timing(
             observe_interval=self.observe_interval_seconds,
+            first_observe=self.first_observe_seconds,
             result_recheck=self.result_recheck_seconds,
             stale_after=self.stale_after_seconds,
             dispatch_timeout=self.dispatch_timeout_seconds,

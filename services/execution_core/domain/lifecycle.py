@@ -87,6 +87,7 @@ class Timing:
     """Supervisor timing, all in seconds (configurable; tests use short values)."""
 
     observe_interval: float = 30.0  # between two observe commands of an active Attempt
+    first_observe: float = 1.0  # start result → first observe; doubles up to observe_interval
     result_recheck: float = 30.0  # how often to look again while a result is awaited
     stale_after: float = 120.0  # an observation older than this is "stale"
     dispatch_timeout: float = 3600.0  # from Attempt creation to the dispatch deadline
@@ -418,7 +419,14 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
 def _observe_loop(
     attempt: AttemptView, d: Decision, now: datetime, t: Timing, *, after: CommandFact
 ) -> Decision:
-    """Send the next observe when due: one outstanding at a time, every observe_interval."""
+    """Send the next observe when due, one outstanding at a time.
+
+    The n-th observe after ``after`` (n = 0, 1, …) is due ``min(observe_interval,
+    first_observe · 2ⁿ)`` seconds after the previous result: a short Run's end is seen
+    within about a second, a long one costs log₂(observe_interval / first_observe) more
+    observes in all (issue 8: a Run's end held its admission slot for a whole interval).
+    After a stop result the first observe is due at once.
+    """
     observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
     pending = [c for c in observes if c.outcome is None]
     if pending:
@@ -429,7 +437,8 @@ def _observe_loop(
         due = now  # after a stop result the native state is observed at once
     else:
         base = last or after.result_at or now
-        due = base + timedelta(seconds=t.observe_interval)
+        step = min(t.observe_interval, t.first_observe * 2 ** min(len(observes), 32))
+        due = base + timedelta(seconds=step)
     if now >= due:
         d.commands.append(("observe", {}))
         d.wake_at = now + timedelta(seconds=t.result_recheck)

@@ -22,6 +22,7 @@ Phases of ``observe`` (docs/site-commands.md): ``prepared`` → ``queued`` (stag
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from typing import Any
 
 from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
 from site_runtime.adaptors.local_processes import StageProcesses, tail
+from site_runtime.adaptors.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import ReadPermits, permitted_read
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
@@ -102,6 +104,8 @@ class LocalExecutor:
         self._locks: dict[str, asyncio.Lock] = {}
         self.processes = StageProcesses()
         self._task: asyncio.Task | None = None
+        self._wakeups: StageWakeups | None = None
+        self._pass_done = asyncio.Event()  # set after every supervision pass
         Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
@@ -109,13 +113,19 @@ class LocalExecutor:
 
     # ================================================================ background
     async def start_supervision(self) -> None:
-        """Advance active Attempts every ``poll_seconds`` between commands (stage-in
-        done → compute launched, …) so progress does not wait for an observe."""
+        """Advance active Attempts (stage-in done → compute launched, …) so progress does
+        not wait for an observe: at once when a runner reports its end on the wake socket
+        (``<workspace_root>/wake.sock``, ADR 0012), at the latest every ``poll_seconds``."""
         if self._task is None:
+            self._wakeups = StageWakeups(Path(self.settings.workspace_root) / "wake.sock")
             self._task = asyncio.create_task(self._supervise())
 
     def close(self) -> None:
-        """End the stage launcher (running stages keep running; a restart adopts them)."""
+        """End the stage launcher and the wake socket (running stages keep running; a
+        restart adopts them)."""
+        if self._wakeups is not None:
+            self._wakeups.close()
+            self._wakeups = None
         self.processes.close()
 
     async def stop_supervision(self) -> None:
@@ -128,10 +138,29 @@ class LocalExecutor:
                 pass
             self._task = None
 
+    async def _slot_free(self) -> bool:
+        """Whether fewer than ``max_active`` Attempts are active, waiting up to
+        ``poll_seconds`` for a supervision pass to end one (the stream is serial, so
+        waiting here costs the same as a deferral and starts the Attempt sooner)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.poll_seconds
+        while len(self.journal.active_attempts()) >= self.settings.max_active:
+            left = deadline - loop.time()
+            if self._task is None or left <= 0:
+                return False  # no supervision pass runs to free a slot, or waited enough
+            self._pass_done.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pass_done.wait(), left)
+        return True
+
     async def _supervise(self) -> None:
         while True:
             await self.tick()
-            await asyncio.sleep(self.settings.poll_seconds)
+            self._pass_done.set()
+            if self._wakeups is None:
+                await asyncio.sleep(self.settings.poll_seconds)
+            else:
+                await self._wakeups.wait(self.settings.poll_seconds)
 
     async def tick(self) -> None:
         """One supervision pass over every active Attempt (errors are logged, not raised)."""
@@ -222,7 +251,7 @@ class LocalExecutor:
                         code="attempt-deadline-passed",
                         message="the Attempt's deadline has passed; nothing was started",
                     )
-                if len(self.journal.active_attempts()) >= self.settings.max_active:
+                if not await self._slot_free():
                     # Slots free as stages end (the supervision pass reaps them), so
                     # retry at that pace rather than with the exponential back-off.
                     raise Deferred(
@@ -413,6 +442,7 @@ class LocalExecutor:
             "grace_seconds": self.settings.grace_seconds,
             "author": {"name": self.settings.author_name, "email": self.settings.author_email},
             "message": f"Metallo Run {row.run_id} Attempt {row.attempt_number} outputs",
+            "wake_socket": self._wakeups.path if self._wakeups is not None else None,
             "wall_time_seconds": self.settings.staging_seconds,
             "working_directory": job.working_directory,
             "steps": [],

@@ -18,7 +18,10 @@ time. It imports the standard library only: it runs without site-packages. It:
      the Run's branch (LFS objects first when there are any);
 3. writes ``CONTROL_DIR/status.json`` atomically: stage, exit_code, signal, code,
    output_commit, finished_at. SIGTERM (cancellation) stops the running step the
-   same way (TERM, grace, KILL) and records code ``cancelled``.
+   same way (TERM, grace, KILL) and records code ``cancelled``;
+4. sends one empty datagram to the spec's ``wake_socket`` (when set) so the Runtime
+   advances the Attempt now instead of at its next poll (a hint only: lost or
+   unanswered, the poll still finds ``status.json``; ADR 0012).
 
 Repository credentials arrive only in this process's environment
 (``METALLO_GIT_USERNAME``/``METALLO_GIT_TOKEN``); git reads them through an askpass
@@ -32,6 +35,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -360,6 +364,23 @@ def write_status(control: Path, status: dict[str, Any]) -> None:
         os.close(dir_fd)
 
 
+def notify_runtime(wake_socket: str | None) -> bool:
+    """Send one empty datagram to the Runtime's wake socket (ADR 0012); never raises.
+
+    Returns whether it was sent. The datagram carries nothing: the Runtime reads the
+    outcome from ``status.json``, so a forged or lost wake changes no state.
+    """
+    if not wake_socket:
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            sock.sendto(b"", wake_socket)
+    except OSError:  # no Runtime listening (restarting) or its queue full: it polls
+        return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     """Entry point; returns 0 whether the stage succeeded or failed (the status file
     carries the outcome) and 2 when the control directory is unusable."""
@@ -402,6 +423,7 @@ def main(argv: list[str]) -> int:
             "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     )
+    notify_runtime(spec.get("wake_socket"))
     return 0
 
 

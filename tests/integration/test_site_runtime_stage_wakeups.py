@@ -1,0 +1,115 @@
+"""Stage wake-ups (ADR 0012): a stage runner that has written its status wakes the
+local executor's supervision, so an Attempt does not wait a poll per stage."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+
+from site_runtime.adaptors.stage_runner import notify_runtime
+from site_runtime.adaptors.stage_wakeups import MAX_SOCKET_PATH_BYTES, StageWakeups
+from tests.integration.site_coordination_support import start_harness
+from tests.integration.site_runtime_support import batch_payload, new_runtime, seed_repository
+
+
+async def test_a_runner_datagram_wakes_the_listener_and_nothing_else_does(tmp_path):
+    wakeups = StageWakeups(tmp_path / "wake.sock")
+    try:
+        assert wakeups.path == str(tmp_path / "wake.sock")
+        assert oct(os.stat(wakeups.path).st_mode & 0o777) == "0o600"
+        assert await wakeups.wait(0.05) is False  # no datagram: the poll timeout
+        assert notify_runtime(wakeups.path) is True
+        assert await wakeups.wait(5.0) is True
+        assert await wakeups.wait(0.05) is False  # cleared once read
+        for _ in range(50):  # a burst is one pass, not fifty
+            notify_runtime(wakeups.path)
+        assert await wakeups.wait(5.0) is True
+        await asyncio.sleep(0)
+        assert await wakeups.wait(0.05) is False
+    finally:
+        wakeups.close()
+    assert not (tmp_path / "wake.sock").exists()
+    assert notify_runtime(str(tmp_path / "wake.sock")) is False  # nobody listens: no error
+    assert notify_runtime(None) is False
+
+
+async def test_a_stale_socket_file_is_replaced_and_a_too_long_path_turns_wakeups_off(tmp_path):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stale.bind(str(tmp_path / "wake.sock"))
+    stale.close()  # as a killed Runtime leaves it
+    wakeups = StageWakeups(tmp_path / "wake.sock")
+    try:
+        assert notify_runtime(wakeups.path)
+        assert await wakeups.wait(5.0)
+    finally:
+        wakeups.close()
+    deep = tmp_path / ("d" * (MAX_SOCKET_PATH_BYTES - len(str(tmp_path))))
+    off = StageWakeups(deep / "wake.sock")
+    assert off.path is None
+    assert await off.wait(0.01) is False
+    off.close()
+
+
+@pytest.fixture
+async def edge(make_database, tmp_path, namespace):
+    harness = await start_harness(make_database, tmp_path, namespace)
+    yield harness
+    await harness.stop()
+    await harness.engine.dispose()
+
+
+async def test_stages_follow_each_other_without_waiting_for_the_poll(edge, tmp_path):
+    """Poll every 120 s: only the runners' wake-ups can carry the Attempt through its
+    three stages within the 30 s this test waits."""
+    runtime = await new_runtime(edge, tmp_path, poll_seconds=120.0)
+    try:
+        url, commit = await seed_repository(edge, tmp_path)
+        payload = batch_payload(url, commit, {"argv": ["true"]})
+        assert (await runtime.handle(await edge.append("prepare", payload=payload)))[
+            "outcome"
+        ] == "succeeded"
+        await runtime.executor.start_supervision()
+        await asyncio.sleep(0.2)  # its first pass, with nothing active yet, is done
+        started = await runtime.handle(await edge.append("start"))
+        assert started["outcome"] == "succeeded"
+        for _ in range(300):
+            row = runtime.jobs.attempt("att-1")
+            if row is not None and row.state in ("succeeded", "failed", "cancelled"):
+                break
+            await asyncio.sleep(0.1)
+        assert row is not None and row.state == "succeeded", row
+        stages = runtime.jobs.stages("att-1")
+        assert [(s.stage, s.state) for s in stages] == [
+            ("stage-in", "succeeded"),
+            ("compute", "succeeded"),
+            ("stage-out", "succeeded"),
+        ]
+    finally:
+        await runtime.close()
+
+
+async def test_a_start_at_the_limit_waits_for_the_pass_that_frees_a_slot(edge, tmp_path):
+    """max_active 1: the second start is not deferred (``runtime-busy``) when the first
+    Attempt ends within the poll interval; the pass its runner's wake-up causes frees
+    the slot and the start goes on."""
+    runtime = await new_runtime(edge, tmp_path, poll_seconds=20.0, max_active=1)
+    try:
+        url, commit = await seed_repository(edge, tmp_path)
+        for attempt in ("att-1", "att-2"):
+            payload = batch_payload(url, commit, {"argv": ["true"]})
+            seq = await edge.append("prepare", payload=payload, attempt_id=attempt)
+            assert (await runtime.handle(seq))["outcome"] == "succeeded"
+        await runtime.executor.start_supervision()
+        assert (await runtime.handle(await edge.append("start", attempt_id="att-1")))[
+            "outcome"
+        ] == "succeeded"
+        seq = await edge.append("start", attempt_id="att-2")
+        await asyncio.wait_for(runtime.worker.step(), 30.0)  # one step: no deferral
+        entry = runtime.delivery.entry(seq)
+        assert entry is not None and entry.state == "acknowledged", entry
+        assert runtime.jobs.attempt("att-1").state == "succeeded"
+    finally:
+        await runtime.close()
