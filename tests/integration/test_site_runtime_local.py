@@ -123,6 +123,24 @@ async def test_whole_lifecycle_clones_runs_commits_and_pushes(edge, runtime, tmp
     assert await edge_result(edge, seq) == prepared
 
 
+async def test_a_commit_on_no_branch_is_fetched_by_its_id(edge, runtime, tmp_path):
+    """The branches' fetch does not bring it, so the checkout fails once; the runner then
+    fetches the object itself and checks it out (seed 004, Pinned Run inputs)."""
+    url, commit = await seed_repository(edge, tmp_path)
+    identity = ("-c", "user.name=seed", "-c", "user.email=seed@example.org")
+    off_branch = bare_git(
+        edge, *identity, "commit-tree", f"{commit}^{{tree}}", "-p", commit, "-m", "off"
+    ).strip()
+    bare_git(edge, "update-ref", "refs/keep/off", off_branch)
+    payload = batch_payload(url, off_branch, {"argv": ["git", "rev-parse", "HEAD"]})
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    await runtime.handle(await edge.append("start"))
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    assert done["observation"]["phase"] == "succeeded", done["observation"]
+    log = (runtime.state / "workspaces" / "att-1" / "logs" / "compute.log").read_text()
+    assert off_branch in log
+
+
 async def test_missing_commit_fails_stage_in_with_repository_commit_missing(
     edge, runtime, tmp_path
 ):

@@ -27,9 +27,15 @@ def test_git_lfs_is_installed():
 def test_lfs_is_detected_by_attribute_and_filters_come_without_hooks(tmp_path):
     r = runner(tmp_path)
     repo = Path(r.spec["repo_dir"])
-    assert r.git("init", "-q")[0] == 0
-    assert r.git("lfs", "install", "--local", "--skip-repo")[0] == 0
-    assert not [h for h in (repo / ".git" / "hooks").iterdir() if not h.name.endswith(".sample")]
+    assert r.git("init", "-q", f"--template={r.checkout_template()}")[0] == 0
+    # The filters as `git lfs install --local --skip-repo` writes them, no hooks at all
+    # (not even git's samples), no automatic maintenance after a fetch.
+    assert not (repo / ".git" / "hooks").exists() or not any((repo / ".git" / "hooks").iterdir())
+    config = subprocess.run(["git", "-C", str(repo), "config", "--local", "--list"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert {"filter.lfs.clean=git-lfs clean -- %f", "filter.lfs.smudge=git-lfs smudge -- %f",
+            "filter.lfs.process=git-lfs filter-process", "filter.lfs.required=true",
+            "maintenance.auto=false", "gc.auto=0", "core.bare=false"} <= set(config)
     (repo / "notes.txt").write_text("plain\n")
     r.git("add", "-A")
     assert r.lfs_files() is False  # no file under an LFS filter

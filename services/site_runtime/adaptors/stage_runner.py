@@ -50,6 +50,24 @@ case "$1" in
 esac
 """
 POLL_SECONDS = 0.1
+#: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
+#: ``git init --template`` (one process). Constant text, never a user value. The LFS
+#: filters are what ``git lfs install --local --skip-repo`` writes (that command
+#: starts git-lfs, which starts a dozen git processes); no automatic maintenance after
+#: a fetch (a scratch checkout gains nothing from ``git maintenance run --auto``).
+CHECKOUT_CONFIG = """[gc]
+\tauto = 0
+[maintenance]
+\tauto = false
+"""
+LFS_CONFIG = """[filter "lfs"]
+\tclean = git-lfs clean -- %f
+\tsmudge = git-lfs smudge -- %f
+\tprocess = git-lfs filter-process
+\trequired = true
+[lfs]
+\trepositoryformatversion = 0
+"""
 
 
 def process_start_ticks(pid: int, *, zombies: bool = False) -> int | None:
@@ -206,6 +224,17 @@ class Runner:
         repo = Path(self.spec["repo_dir"])
         return self.run_step(["git", *args], cwd=repo, env=self.git_env(), capture=capture)
 
+    def checkout_template(self) -> Path:
+        """``CONTROL_DIR/template/`` holding only ``config`` (:data:`CHECKOUT_CONFIG`, plus
+        :data:`LFS_CONFIG` when git-lfs is installed): the LFS clean/smudge filters
+        without hooks (stage-out pushes LFS objects itself, with --no-verify) and none of
+        git's sample hooks copied into every checkout."""
+        template = self.control / "template"
+        template.mkdir(mode=0o700, exist_ok=True)
+        config = CHECKOUT_CONFIG + (LFS_CONFIG if shutil.which("git-lfs") else "")
+        (template / "config").write_text(config)
+        return template
+
     def lfs_files(self) -> bool:
         """Whether git-lfs is installed and the index holds at least one file whose
         ``filter`` attribute is ``lfs``. One ``git ls-files`` with an attribute pathspec:
@@ -228,14 +257,10 @@ class Runner:
             # A rerun after a restart: the remote may point elsewhere; set it afresh.
             self.git("remote", "remove", "origin")
         else:
-            rc, _ = self.git("init", "-q")
+            rc, _ = self.git("init", "-q", f"--template={self.checkout_template()}")
             if rc != 0:
                 return {"exit_code": rc, "code": "stage-in-failed"}
         self.git("remote", "add", "origin", info["url"])
-        if shutil.which("git-lfs") is not None:
-            # The clean/smudge filters only: no hooks (stage-out pushes LFS objects itself
-            # and pushes with --no-verify), so no git-lfs run after every checkout.
-            self.git("lfs", "install", "--local", "--skip-repo")
         rc, _ = self.git(
             "fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*"
         )
@@ -243,17 +268,20 @@ class Runner:
             self.note("fetching the repository failed")
             return {"exit_code": rc, "code": "stage-in-failed"}
         commit = info["commit"]
-        if self.git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
+        # An attached branch at the exact saved commit: moving the remote branch later
+        # cannot change the input, and stage-out pushes from it.
+        rc, _ = self.git("checkout", "-q", "-B", info["branch"], commit)
+        if rc != 0:
+            if self.git("cat-file", "-e", f"{commit}^{{commit}}")[0] == 0:
+                return {"exit_code": rc, "code": "stage-in-failed"}
             # Not on any branch: ask for the object itself (protocol v2 servers allow it).
             self.git("fetch", "-q", "--no-tags", "origin", commit)
             if self.git("cat-file", "-e", f"{commit}^{{commit}}")[0] != 0:
                 self.note(f"the repository does not have commit {commit}")
                 return {"exit_code": 1, "code": "repository-commit-missing"}
-        # An attached branch at the exact saved commit: moving the remote branch later
-        # cannot change the input, and stage-out pushes from it.
-        rc, _ = self.git("checkout", "-q", "-B", info["branch"], commit)
-        if rc != 0:
-            return {"exit_code": rc, "code": "stage-in-failed"}
+            rc, _ = self.git("checkout", "-q", "-B", info["branch"], commit)
+            if rc != 0:
+                return {"exit_code": rc, "code": "stage-in-failed"}
         if self.lfs_files():
             rc, _ = self.git("lfs", "pull", "origin")
             if rc != 0:
@@ -287,12 +315,16 @@ class Runner:
         ``stage-out-failed``; raises :class:`Stopped` on cancellation or wall time.
         """
         info = self.spec["repository"]
-        if self.git("add", "-A")[0] != 0:
+        # One status instead of add + diff when nothing changed (the common case for
+        # actions that only report): it lists what ``add -A`` would stage.
+        rc, changes = self.git("status", "--porcelain", "-z", "--untracked-files=all", capture=True)
+        if rc != 0:
             return {"exit_code": 1, "code": "stage-out-failed"}
-        changed = self.git("diff", "--cached", "--quiet")[0] != 0
-        if not changed:
+        if not changes.strip("\0"):
             self.note("no changes to commit; nothing pushed")
             return {"exit_code": 0, "output_commit": None}
+        if self.git("add", "-A")[0] != 0:
+            return {"exit_code": 1, "code": "stage-out-failed"}
         rc, _ = self.git("commit", "-q", "--no-verify", "-m", self.spec["message"])
         if rc != 0:
             return _exit(rc, "stage-out-failed")
