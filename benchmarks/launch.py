@@ -18,12 +18,18 @@ Prints one JSON line::
    "launch_reply_p50_ms", "query_round_trip_p50_ms", "broker_round_trip_p50_ms",
    "site_stream": {"commands_per_run", "p50_ms": {KIND: ms}, "busy_fraction",
                    "serial_bound_runs_per_second"},
+   "admission": {"project_concurrent_run_limit", "launch_to_planned_p50_s",
+                 "planned_to_native_start_p50_s"},
    "target": {...}, "meets_target": bool}
 
 Launch → native start is from sending LaunchRun to the Run's ``started_at``
 (the Site accepted the native start; same machine, same clock).
 ``--rate R`` launches R Runs per second instead of all at once, to see the
 latency at a load the machine sustains (no queue of waiting Runs).
+
+``admission`` splits that latency: a burst larger than the Project's
+``concurrent_run_limit`` waits for slots (launch → planned) before the Site sees
+it (planned → native start); a slot is held until Execution Core sees the Run end.
 
 ``site_stream`` explains the rate: a Site's commands are handled one at a time
 (seed 004, 4A; ADR 0010), so it reads the Runtime's delivery journal (read only)
@@ -112,6 +118,25 @@ def site_stream(journal: Path, run_ids: set[str], wall_seconds: float) -> dict |
         "busy_fraction": round(sum(handled) / wall_seconds, 3) if wall_seconds else None,
         "serial_bound_runs_per_second": round(1 / per_run, 2) if per_run else None,
     }
+
+
+def project_run_limit() -> int | None:
+    """The benchmark Project's ``concurrent_run_limit`` in the dev stack's governance
+    file (None: unlimited or unreadable). With the Runs' active time it bounds the rate:
+    a burst waits for slots (``admission.launch_to_planned_p50_s``)."""
+    try:
+        from metallo.devstack.layout import REPO_ROOT
+        from metallo.governance import GovernanceFile
+
+        governance = GovernanceFile(REPO_ROOT / "examples" / "governance.yaml").current()
+        project = governance.project(WHO.project)
+        return project.concurrent_run_limit if project is not None else None
+    except Exception:  # noqa: BLE001 - a report field, never a reason to fail the run
+        return None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _instant(text: str) -> datetime:
@@ -212,6 +237,12 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         await asyncio.gather(*(read(r) for r in launched))
         starts = [r.started_at.ToDatetime(tzinfo=UTC).timestamp() - launched[rid]
                   for rid, r in finished.items() if r.started_at.seconds]
+        planned = [r.planned_at.ToDatetime(tzinfo=UTC).timestamp() - launched[rid]
+                   for rid, r in finished.items() if r.planned_at.seconds]
+        planned_to_start = [
+            (r.started_at.ToDatetime(tzinfo=UTC) - r.planned_at.ToDatetime(tzinfo=UTC))
+            .total_seconds()
+            for r in finished.values() if r.started_at.seconds and r.planned_at.seconds]
     finally:
         await watcher.close()
         await client.close()
@@ -231,6 +262,11 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                                     if query_times else None),
         "broker_round_trip_p50_ms": round(1000 * statistics.median(broker), 3),
         "site_stream": stream,
+        "admission": {
+            "project_concurrent_run_limit": project_run_limit(),
+            "launch_to_planned_p50_s": _rounded(percentile(planned, 0.5)),
+            "planned_to_native_start_p50_s": _rounded(percentile(planned_to_start, 0.5)),
+        },
         "concurrency": concurrency,
         "launch_rate_per_s": launch_rate,
         "target": {"runs_per_second": TARGET_RUNS_PER_SECOND,
