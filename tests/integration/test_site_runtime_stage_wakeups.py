@@ -46,6 +46,11 @@ async def test_a_stale_socket_file_is_replaced_and_a_too_long_path_turns_wakeups
         assert await wakeups.wait(5.0)
     finally:
         wakeups.close()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "wake.sock").write_text("data")  # not a socket: never removed
+    kept = StageWakeups(tmp_path / "other" / "wake.sock")
+    assert kept.path is None and (tmp_path / "other" / "wake.sock").read_text() == "data"
+    kept.close()
     deep = tmp_path / ("d" * (MAX_SOCKET_PATH_BYTES - len(str(tmp_path))))
     off = StageWakeups(deep / "wake.sock")
     assert off.path is None

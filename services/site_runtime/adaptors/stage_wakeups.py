@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import socket
+import stat
 from pathlib import Path
 
 log = logging.getLogger("site_runtime.local")
@@ -49,12 +50,12 @@ class StageWakeups:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(target)  # left by an earlier Runtime: a socket file, never data
-            old = os.umask(0o177)
-            try:
-                sock.bind(target)
-            finally:
-                os.umask(old)
+                if not stat.S_ISSOCK(os.lstat(target).st_mode):
+                    raise FileExistsError(f"{target} exists and is not a socket")
+                os.unlink(target)  # an earlier Runtime's socket
+            sock.bind(target)
+            # The workspace root is 0700 already; the socket itself is the Runtime's too.
+            os.chmod(target, 0o600)
             sock.setblocking(False)
             self._loop.add_reader(sock.fileno(), self._drain)
         except OSError as error:
