@@ -118,3 +118,71 @@ async def test_a_start_at_the_limit_waits_for_the_pass_that_frees_a_slot(edge, t
         assert runtime.jobs.attempt("att-1").state == "succeeded"
     finally:
         await runtime.close()
+
+
+async def test_an_older_listener_never_removes_a_newer_ones_socket(tmp_path):
+    """A restart where the new Runtime binds before the old one closes (reviewer)."""
+    old = StageWakeups(tmp_path / "wake.sock")
+    new = StageWakeups(tmp_path / "wake.sock")
+    try:
+        old.close()
+        assert (tmp_path / "wake.sock").exists()
+        assert notify_runtime(new.path) and await new.wait(5.0)
+    finally:
+        new.close()
+    assert not (tmp_path / "wake.sock").exists()
+
+
+async def test_supervision_restarts_keep_one_socket_and_floods_are_rate_limited(tmp_path):
+    """Stop/start keeps the one listener; a process flooding wake.sock (anything running
+    as the Runtime's user can) gets at most one pass per MIN_PASS_SECONDS (reviewer)."""
+    from site_runtime.adaptors.local_executor import (
+        MIN_PASS_SECONDS,
+        LocalExecutor,
+        LocalSettings,
+    )
+    from site_runtime.adaptors.local_jobs import LocalJobsJournal
+
+    jobs = LocalJobsJournal(tmp_path / "jobs.sqlite")
+    executor = LocalExecutor(
+        LocalSettings(workspace_root=tmp_path / "ws", poll_seconds=5.0),
+        jobs,
+        authority=None,
+        grants=None,
+    )
+    passes = 0
+    real_tick = executor.tick
+
+    async def counting_tick() -> None:
+        nonlocal passes
+        passes += 1
+        await real_tick()
+
+    executor.tick = counting_tick  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            await executor.start_supervision()
+            first = executor._wakeups
+            await executor.stop_supervision()
+        await executor.start_supervision()
+        assert executor._wakeups is first  # one listener across restarts
+        await asyncio.sleep(0.1)
+        flooding = 1.0
+        before = passes
+        loop = asyncio.get_running_loop()
+        end = loop.time() + flooding
+        sent = tries = 0
+        while loop.time() < end:
+            sent += notify_runtime(first.path)  # False when the socket's queue is full
+            tries += 1
+            if tries % 20 == 0:
+                await asyncio.sleep(0)  # let the loop read and pass
+        await asyncio.sleep(0.1)
+        done = passes - before
+        assert sent > 200
+        assert 1 <= done <= (flooding + 0.1) / MIN_PASS_SECONDS + 2, (done, sent)
+    finally:
+        await executor.stop_supervision()
+        executor.close()
+        jobs.close()
+    assert not (tmp_path / "ws" / "wake.sock").exists()

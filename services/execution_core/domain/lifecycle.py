@@ -422,10 +422,12 @@ def _observe_loop(
     """Send the next observe when due, one outstanding at a time.
 
     The n-th observe after ``after`` (n = 0, 1, …) is due ``min(observe_interval,
-    first_observe · 2ⁿ)`` seconds after the previous result: a short Run's end is seen
-    within about a second, a long one costs log₂(observe_interval / first_observe) more
-    observes in all (issue 8: a Run's end held its admission slot for a whole interval).
-    After a stop result the first observe is due at once.
+    first_observe · 2ⁿ)`` seconds after the previous result (1, 3, 7, 15, 31 s … with
+    the defaults): a Run's end is seen about as late again as its length, at least
+    ``first_observe``, at most ``observe_interval`` (issue 8: every end was seen a whole
+    interval after the start and held its admission slot that long); a long Run costs
+    about log₂(observe_interval / first_observe) more observes in all. After a stop
+    result the first observe is due at once (ADR 0012).
     """
     observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
     pending = [c for c in observes if c.outcome is None]

@@ -56,6 +56,7 @@ DIRECTION = {"stage-in": "stage-in", "stage-out": "stage-out"}
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_LOG_BYTES = 5 * 1024 * 1024
 MAX_LAUNCHES = 2
+MIN_PASS_SECONDS = 0.02  # woken supervision passes start at least this far apart
 _SERVICES_DIR = str(Path(__file__).resolve().parents[2])
 
 
@@ -117,7 +118,8 @@ class LocalExecutor:
         not wait for an observe: at once when a runner reports its end on the wake socket
         (``<workspace_root>/wake.sock``, ADR 0012), at the latest every ``poll_seconds``."""
         if self._task is None:
-            self._wakeups = StageWakeups(Path(self.settings.workspace_root) / "wake.sock")
+            if self._wakeups is None:
+                self._wakeups = StageWakeups(Path(self.settings.workspace_root) / "wake.sock")
             self._task = asyncio.create_task(self._supervise())
 
     def close(self) -> None:
@@ -154,13 +156,17 @@ class LocalExecutor:
         return True
 
     async def _supervise(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
+            began = loop.time()
             await self.tick()
             self._pass_done.set()
             if self._wakeups is None:
                 await asyncio.sleep(self.settings.poll_seconds)
-            else:
-                await self._wakeups.wait(self.settings.poll_seconds)
+            elif await self._wakeups.wait(self.settings.poll_seconds):
+                # Wake-ups come from anything running as the Runtime's user (a compute
+                # step too): at most one pass per MIN_PASS_SECONDS, however many arrive.
+                await asyncio.sleep(max(0.0, MIN_PASS_SECONDS - (loop.time() - began)))
 
     async def tick(self) -> None:
         """One supervision pass over every active Attempt (errors are logged, not raised)."""

@@ -315,16 +315,21 @@ class Runner:
         ``stage-out-failed``; raises :class:`Stopped` on cancellation or wall time.
         """
         info = self.spec["repository"]
-        # One status instead of add + diff when nothing changed (the common case for
-        # actions that only report): it lists what ``add -A`` would stage.
+        # A clean status is the common case (actions that only report): one process.
+        # A listed entry may still stage nothing new (a dirty submodule, a file added
+        # then deleted, …), so the staged diff decides after ``add -A``.
         rc, changes = self.git("status", "--porcelain", "-z", "--untracked-files=all", capture=True)
         if rc != 0:
             return {"exit_code": 1, "code": "stage-out-failed"}
-        if not changes.strip("\0"):
+        if changes.strip("\0"):
+            if self.git("add", "-A")[0] != 0:
+                return {"exit_code": 1, "code": "stage-out-failed"}
+            changed = self.git("diff", "--cached", "--quiet")[0] != 0
+        else:
+            changed = False
+        if not changed:
             self.note("no changes to commit; nothing pushed")
             return {"exit_code": 0, "output_commit": None}
-        if self.git("add", "-A")[0] != 0:
-            return {"exit_code": 1, "code": "stage-out-failed"}
         rc, _ = self.git("commit", "-q", "--no-verify", "-m", self.spec["message"])
         if rc != 0:
             return _exit(rc, "stage-out-failed")

@@ -38,6 +38,7 @@ class StageWakeups:
         self.event = asyncio.Event()
         self.path: str | None = None
         self._sock: socket.socket | None = None
+        self._identity: tuple[int, int] | None = None
         self._loop = asyncio.get_running_loop()
         target = str(path)
         if len(os.fsencode(target)) > MAX_SOCKET_PATH_BYTES:
@@ -56,6 +57,7 @@ class StageWakeups:
             sock.bind(target)
             # The workspace root is 0700 already; the socket itself is the Runtime's too.
             os.chmod(target, 0o600)
+            bound = os.lstat(target)
             sock.setblocking(False)
             self._loop.add_reader(sock.fileno(), self._drain)
         except OSError as error:
@@ -63,6 +65,7 @@ class StageWakeups:
             log.warning("stage wake-ups off (%s); stages are found by polling", error)
             return
         self._sock, self.path = sock, target
+        self._identity = (bound.st_dev, bound.st_ino)
 
     def _drain(self) -> None:
         assert self._sock is not None
@@ -93,4 +96,7 @@ class StageWakeups:
         self._sock = None
         if self.path:
             with contextlib.suppress(OSError):
-                os.unlink(self.path)
+                now = os.lstat(self.path)
+                # A newer Runtime on the same workspace root may have bound it since.
+                if (now.st_dev, now.st_ino) == self._identity:
+                    os.unlink(self.path)
