@@ -1,4 +1,6 @@
-"""Fixtures for the messaging integration tests: a migrated ledger database."""
+"""Fixtures of the integration tests: a migrated ledger database (messaging), a
+namespaced topology, and ``edge``: Site Coordination's HTTPS Site edge on its own
+database (``site_coordination_support.start_harness``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 from metallo.messaging import Topology
 from metallo.persistence.engine import create_engine
 from tests.integration.ledger.service import MIGRATIONS
+from tests.integration.site_coordination_support import start_harness
 
 
 @pytest.fixture
@@ -30,3 +33,12 @@ async def topology(namespace, amqp_url):
             await channel.queue_delete(name)
         for name in (topo.events_exchange, topo.commands_exchange):
             await channel.exchange_delete(name)
+
+
+@pytest.fixture
+async def edge(make_database, tmp_path, namespace):
+    """A running Site edge harness (TLS, PostgreSQL, lab Git), stopped afterwards."""
+    harness = await start_harness(make_database, tmp_path, namespace)
+    yield harness
+    await harness.stop()
+    await harness.engine.dispose()

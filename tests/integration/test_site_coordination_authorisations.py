@@ -11,18 +11,10 @@ import pytest
 from sqlalchemy import select
 
 from site_coordination.adaptors.tables import read_permits
-from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
+from tests.integration.site_coordination_support import prepare_payload, result_for
 
 AUTH = {"run_id": "run-1", "attempt_id": "att-1", "material_digest": "d" * 64,
         "member_id": "m-alice", "site_username": "alice", "account": "demo"}
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 def _edit_governance(edge, old: str, new: str) -> None:

@@ -10,14 +10,12 @@ import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from sqlalchemy import update
 
 from site_coordination.adaptors.tables import lab_git_tokens
 from tests.integration.site_coordination_support import (
     OPERATOR_TOKEN,
     prepare_payload,
-    start_harness,
 )
 
 ASKPASS = """#!/bin/sh
@@ -26,14 +24,6 @@ case "$1" in
   *) printf '%s\\n' "$LAB_GIT_PASS" ;;
 esac
 """
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 class Git:

@@ -8,15 +8,7 @@ from sqlalchemy import select
 
 from site_coordination.adaptors.tables import command_grants, repository_grants, site_commands
 from site_coordination.application.grants import list_command_grants, revoke_command_grant
-from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
+from tests.integration.site_coordination_support import prepare_payload, result_for
 
 
 async def _state(edge):

@@ -7,14 +7,13 @@ import asyncio
 import json
 
 import hypothesis
-import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
 from site_coordination.__main__ import OPENAPI_PATH, render_openapi
-from tests.integration.site_coordination_support import prepare_payload, start_harness
+from tests.integration.site_coordination_support import prepare_payload
 
 
 def test_committed_openapi_matches_the_application():
@@ -23,14 +22,6 @@ def test_committed_openapi_matches_the_application():
         "contracts/site/openapi.json drifted: run "
         "`python -m site_coordination openapi --output contracts/site/openapi.json`")
     assert committed == render_openapi()
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 def _fuzz(base_url: str, ca_file: str, secret: str) -> tuple[list[str], dict[int, int]]:

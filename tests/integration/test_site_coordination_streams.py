@@ -12,15 +12,7 @@ from sqlalchemy import select
 from metallo.messaging.schema import outbox_messages
 from site_coordination.adaptors.tables import site_commands, site_streams
 from site_coordination.domain.errors import Conflict
-from tests.integration.site_coordination_support import prepare_payload, result_for, start_harness
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
+from tests.integration.site_coordination_support import prepare_payload, result_for
 
 
 async def test_commands_come_in_order_and_repeat_until_their_result(edge):

@@ -12,16 +12,7 @@ import trustme
 
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
-from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import batch_payload, new_runtime
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 async def test_worker_backs_off_while_the_edge_is_down_then_delivers(edge, tmp_path, caplog):

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import select
 
 from site_coordination.adaptors.tables import progress_reports, repository_grants
-from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import (
     bare_git,
     bare_head,
@@ -27,14 +26,6 @@ from tests.integration.site_runtime_support import (
     seed_repository,
     stage_rows,
 )
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 @pytest.fixture

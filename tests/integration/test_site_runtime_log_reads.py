@@ -7,20 +7,11 @@ import pytest
 from sqlalchemy import func, select
 
 from site_coordination.adaptors.tables import read_permits
-from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import batch_payload, new_runtime
 
 pytestmark = pytest.mark.integration
 
 LOG = "".join(f"step {i}\n" for i in range(100)) + "the data file is missing\n"
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ import pytest
 from sqlalchemy import select
 
 from site_coordination.adaptors.tables import repository_grants, site_commands
-from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import (
     Crash,
     bare_git,
@@ -36,14 +35,6 @@ from tests.integration.site_runtime_support import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 def crash_at(step: str, kind: str | None = None, runtime_ref: list | None = None):

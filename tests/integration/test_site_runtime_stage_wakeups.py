@@ -7,11 +7,8 @@ import asyncio
 import os
 import socket
 
-import pytest
-
 from site_runtime.adaptors.stage_runner import notify_runtime
 from site_runtime.adaptors.stage_wakeups import MAX_SOCKET_PATH_BYTES, StageWakeups
-from tests.integration.site_coordination_support import start_harness
 from tests.integration.site_runtime_support import batch_payload, new_runtime, seed_repository
 
 
@@ -56,14 +53,6 @@ async def test_a_stale_socket_file_is_replaced_and_a_too_long_path_turns_wakeups
     assert off.path is None
     assert await off.wait(0.01) is False
     off.close()
-
-
-@pytest.fixture
-async def edge(make_database, tmp_path, namespace):
-    harness = await start_harness(make_database, tmp_path, namespace)
-    yield harness
-    await harness.stop()
-    await harness.engine.dispose()
 
 
 async def test_stages_follow_each_other_without_waiting_for_the_poll(edge, tmp_path):
