@@ -19,7 +19,21 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, DateTime, Table, Text, and_, func, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
@@ -52,6 +66,51 @@ def _interval(seconds: float):
     return func.make_interval(0, 0, 0, 0, 0, 0, seconds)
 
 
+class ClaimStatement:
+    """The claim of :func:`claim_rows` for one ``table``, ``ready`` condition and order,
+    built once with the owner, lease length and limit as bind parameters (ADR 0013:
+    building it cost more than running it). Build it at import time for hot paths."""
+
+    def __init__(self, table: Table, *, ready: ColumnElement[bool], order_by: Any = None):
+        (pk,) = table.primary_key.columns
+        free = or_(table.c.lease_expires_at.is_(None), table.c.lease_expires_at <= func.now())
+        candidates = (
+            select(pk)
+            .where(and_(ready, free))
+            .order_by(order_by if order_by is not None else pk)
+            .limit(bindparam("w_claim_limit", type_=Integer))
+            .with_for_update(skip_locked=True)
+            .cte("candidates")
+        )
+        lease = func.make_interval(0, 0, 0, 0, 0, 0, bindparam("w_lease_seconds", type_=Float))
+        self.statement = (
+            update(table)
+            .where(pk.in_(select(candidates.c[pk.name])))
+            .values(
+                lease_owner=bindparam("w_claim_owner", type_=Text),
+                lease_token=func.gen_random_uuid(),
+                lease_generation=table.c.lease_generation + 1,
+                lease_expires_at=func.now() + lease,
+            )
+            .returning(pk, table.c.lease_token, table.c.lease_generation)
+        )
+
+    async def claim(
+        self, session: AsyncSession, owner: str, lease_seconds: float, limit: int = 10
+    ) -> list[Claim]:
+        """Claim up to ``limit`` ready rows whose lease is free or expired, for
+        ``lease_seconds`` on PostgreSQL's clock, in the caller's transaction (the claims
+        become visible to others when it commits). One :class:`Claim` per row, keyed by
+        the table's single primary-key column."""
+        params = {
+            "w_claim_owner": owner,
+            "w_lease_seconds": float(lease_seconds),
+            "w_claim_limit": int(limit),
+        }
+        rows = (await session.execute(self.statement, params)).all()
+        return [Claim(key=r[0], token=r[1], generation=r[2]) for r in rows]
+
+
 async def claim_rows(
     session: AsyncSession,
     table: Table,
@@ -66,31 +125,11 @@ async def claim_rows(
 
     Runs in the caller's transaction; the claims become visible to others when it
     commits. ``lease_seconds`` is measured on PostgreSQL's clock. Returns one
-    :class:`Claim` per row, keyed by the table's single primary-key column.
+    :class:`Claim` per row, keyed by the table's single primary-key column. Builds the
+    statement on every call: hot paths keep a :class:`ClaimStatement` instead.
     """
-    (pk,) = table.primary_key.columns
-    free = or_(table.c.lease_expires_at.is_(None), table.c.lease_expires_at <= func.now())
-    candidates = (
-        select(pk)
-        .where(and_(ready, free))
-        .order_by(order_by if order_by is not None else pk)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .cte("candidates")
-    )
-    stmt = (
-        update(table)
-        .where(pk.in_(select(candidates.c[pk.name])))
-        .values(
-            lease_owner=owner,
-            lease_token=func.gen_random_uuid(),
-            lease_generation=table.c.lease_generation + 1,
-            lease_expires_at=func.now() + _interval(lease_seconds),
-        )
-        .returning(pk, table.c.lease_token, table.c.lease_generation)
-    )
-    rows = (await session.execute(stmt)).all()
-    return [Claim(key=r[0], token=r[1], generation=r[2]) for r in rows]
+    statement = ClaimStatement(table, ready=ready, order_by=order_by)
+    return await statement.claim(session, owner, lease_seconds, limit)
 
 
 def held(table: Table, claim: Claim) -> ColumnElement[bool]:

@@ -14,14 +14,21 @@ ever made, each pass (ADR 0011).
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, func, insert, literal, or_, select, update
+from sqlalchemy import and_, bindparam, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
 from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
-from metallo.persistence.leases import Claim, LeaseLost, claim_rows, held
+from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, held
+from metallo.persistence.prebuilt import (
+    has_expressions,
+    insert_statement,
+    set_clause,
+    value_params,
+)
 
 Row = dict[str, Any]
 
@@ -34,25 +41,100 @@ def _row(r) -> Row | None:
     return None if r is None else dict(r._mapping)
 
 
+# Hot statements, built once (ADR 0013); ``w_*`` are their condition parameters.
+_NOW = select(func.now())
+_FIND_RUN = select(runs).where(runs.c.run_id == bindparam("w_run_id"))
+_FIND_RUN_FOR_UPDATE = _FIND_RUN.with_for_update()
+_ATTEMPTS_OF = (
+    select(attempts).where(attempts.c.run_id == bindparam("w_run_id")).order_by(attempts.c.number)
+)
+_COMMANDS_OF = (
+    select(site_commands)
+    .where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
+    .order_by(site_commands.c.seq)
+)
+_FIND_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
+_FIND_COMMAND_FOR_UPDATE = _FIND_COMMAND.with_for_update()
+_RECORD_SEQUENCE = (
+    update(site_commands)
+    .where(
+        site_commands.c.command_id == bindparam("w_command_id"),
+        site_commands.c.sequence.is_(None),
+    )
+    .values(sequence=bindparam("v_sequence", type_=site_commands.c.sequence.type))
+)
+_PLANNING = ClaimStatement(
+    runs,
+    ready=and_(runs.c.phase == _ACCEPTED, runs.c.next_wake_at <= func.now()),
+    order_by=runs.c.next_wake_at,
+)
+_SUPERVISION = ClaimStatement(
+    runs,
+    ready=and_(
+        runs.c.phase != _ACCEPTED,
+        runs.c.phase != _TERMINAL,
+        runs.c.next_wake_at <= func.now(),
+    ),
+    order_by=runs.c.next_wake_at,
+)
+#: Columns update_run sets itself (the lease ones only when it releases).
+_RUN_BOOKKEEPING = ("version", "updated_at")
+_LEASE = ("lease_owner", "lease_token", "lease_expires_at")
+
+
+@lru_cache(maxsize=256)
+def _update_run_statement(keys: tuple[str, ...], fenced: bool, release: bool):
+    cond = and_(runs.c.run_id == bindparam("w_run_id"), runs.c.version == bindparam("w_version"))
+    if fenced:  # held(runs, claim) with the token as a parameter
+        cond = and_(
+            cond,
+            runs.c.lease_token == bindparam("w_lease_token", type_=runs.c.lease_token.type),
+            runs.c.lease_expires_at > func.now(),
+        )
+    values = {**set_clause(runs, keys), "version": runs.c.version + 1, "updated_at": func.now()}
+    if release:
+        values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
+    return update(runs).where(cond).values(**values)
+
+
+@lru_cache(maxsize=256)
+def _update_attempt_statement(keys: tuple[str, ...]):
+    return (
+        update(attempts)
+        .where(attempts.c.attempt_id == bindparam("w_attempt_id"))
+        .values(**set_clause(attempts, keys))
+    )
+
+
+@lru_cache(maxsize=64)
+def _record_result_statement(keys: tuple[str, ...]):
+    return (
+        update(site_commands)
+        .where(
+            site_commands.c.command_id == bindparam("w_command_id"),
+            site_commands.c.outcome.is_(None),
+        )
+        .values(result_at=func.now(), **set_clause(site_commands, keys))
+    )
+
+
 class SqlRunStore:
     """Runs, Attempts and Site commands in Execution Core's database."""
 
     async def now(self, session: AsyncSession) -> datetime:
         """``SELECT now()`` — the transaction's database time."""
-        return (await session.execute(select(func.now()))).scalar_one()
+        return (await session.execute(_NOW)).scalar_one()
 
     async def insert_run(self, session: AsyncSession, values: Row) -> None:
         """``INSERT INTO runs``."""
-        await session.execute(insert(runs).values(**values))
+        await session.execute(*insert_statement(runs, values))
 
     async def find_run(
         self, session: AsyncSession, run_id: str, *, for_update: bool = False
     ) -> Row | None:
         """``SELECT`` the Run by id (``FOR UPDATE`` when asked); None when absent."""
-        stmt = select(runs).where(runs.c.run_id == run_id)
-        if for_update:
-            stmt = stmt.with_for_update()
-        return _row((await session.execute(stmt)).first())
+        stmt = _FIND_RUN_FOR_UPDATE if for_update else _FIND_RUN
+        return _row((await session.execute(stmt, {"w_run_id": run_id})).first())
 
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
@@ -76,48 +158,37 @@ class SqlRunStore:
         Bumps ``version``, sets ``updated_at = now()``; ``release`` also clears the
         lease. Returns True when exactly one row changed.
         """
-        cond = and_(runs.c.run_id == run_id, runs.c.version == expected_version)
+        if has_expressions(values):
+            cond = and_(runs.c.run_id == run_id, runs.c.version == expected_version)
+            if claim is not None:
+                cond = and_(cond, held(runs, claim))
+            values = {**values, "version": runs.c.version + 1, "updated_at": func.now()}
+            if release:
+                values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
+            result = await session.execute(update(runs).where(cond).values(**values))
+            return result.rowcount == 1
+        dropped = _RUN_BOOKKEEPING + (_LEASE if release else ())
+        values = {k: v for k, v in values.items() if k not in dropped}
+        stmt = _update_run_statement(tuple(sorted(values)), claim is not None, release)
+        params = {**value_params(values), "w_run_id": run_id, "w_version": expected_version}
         if claim is not None:
-            cond = and_(cond, held(runs, claim))
-        values = {**values, "version": runs.c.version + 1, "updated_at": func.now()}
-        if release:
-            values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
-        result = await session.execute(update(runs).where(cond).values(**values))
+            if claim.key != run_id:
+                return False  # the claim is another Run's: it cannot hold this row
+            params["w_lease_token"] = claim.token
+        result = await session.execute(stmt, params)
         return result.rowcount == 1
 
     async def claim_for_planning(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
         """Lease due ``accepted`` Runs by ``next_wake_at`` (:func:`claim_rows`)."""
-        ready = and_(runs.c.phase == _ACCEPTED, runs.c.next_wake_at <= func.now())
-        return await claim_rows(
-            session,
-            runs,
-            ready=ready,
-            owner=owner,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            order_by=runs.c.next_wake_at,
-        )
+        return await _PLANNING.claim(session, owner, lease_seconds, limit)
 
     async def claim_for_supervision(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
         """Lease due planned, non-terminal Runs by ``next_wake_at`` (:func:`claim_rows`)."""
-        ready = and_(
-            runs.c.phase != _ACCEPTED,
-            runs.c.phase != _TERMINAL,
-            runs.c.next_wake_at <= func.now(),
-        )
-        return await claim_rows(
-            session,
-            runs,
-            ready=ready,
-            owner=owner,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            order_by=runs.c.next_wake_at,
-        )
+        return await _SUPERVISION.claim(session, owner, lease_seconds, limit)
 
     async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
         """Clear the lease (fenced by :func:`held`) and write ``values``.
@@ -161,61 +232,61 @@ class SqlRunStore:
 
     async def insert_attempt(self, session: AsyncSession, values: Row) -> None:
         """``INSERT INTO attempts``."""
-        await session.execute(insert(attempts).values(**values))
+        await session.execute(*insert_statement(attempts, values))
 
     async def update_attempt(self, session: AsyncSession, attempt_id: str, values: Row) -> None:
         """``UPDATE attempts`` by id."""
-        await session.execute(
-            update(attempts).where(attempts.c.attempt_id == attempt_id).values(**values)
-        )
+        if has_expressions(values):
+            await session.execute(
+                update(attempts).where(attempts.c.attempt_id == attempt_id).values(**values)
+            )
+            return
+        stmt = _update_attempt_statement(tuple(sorted(values)))
+        await session.execute(stmt, {**value_params(values), "w_attempt_id": attempt_id})
 
     async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]:
         """``SELECT`` the Run's Attempts ordered by ``number``."""
-        stmt = select(attempts).where(attempts.c.run_id == run_id).order_by(attempts.c.number)
-        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
+        rows = (await session.execute(_ATTEMPTS_OF, {"w_run_id": run_id})).all()
+        return [dict(r._mapping) for r in rows]
 
     async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
         """``SELECT`` the Attempt's Site commands ordered by ``seq``."""
-        stmt = (
-            select(site_commands)
-            .where(site_commands.c.attempt_id == attempt_id)
-            .order_by(site_commands.c.seq)
-        )
-        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
+        rows = (await session.execute(_COMMANDS_OF, {"w_attempt_id": attempt_id})).all()
+        return [dict(r._mapping) for r in rows]
 
     async def insert_command(self, session: AsyncSession, values: Row) -> Row:
         """``INSERT INTO site_commands ... RETURNING *``."""
-        stmt = insert(site_commands).values(**values).returning(site_commands)
-        return dict((await session.execute(stmt)).one()._mapping)
+        stmt, params = insert_statement(site_commands, values, returning=True)
+        return dict((await session.execute(stmt, params)).one()._mapping)
 
     async def find_command(
         self, session: AsyncSession, command_id: str, *, for_update: bool = False
     ) -> Row | None:
         """``SELECT`` the Site command by id (``FOR UPDATE`` when asked); None when absent."""
-        stmt = select(site_commands).where(site_commands.c.command_id == command_id)
-        if for_update:
-            stmt = stmt.with_for_update()
-        return _row((await session.execute(stmt)).first())
+        stmt = _FIND_COMMAND_FOR_UPDATE if for_update else _FIND_COMMAND
+        return _row((await session.execute(stmt, {"w_command_id": command_id})).first())
 
     async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None:
         """``UPDATE site_commands`` (``values``, ``result_at = now()``) while no outcome."""
-        await session.execute(
-            update(site_commands)
-            .where(site_commands.c.command_id == command_id, site_commands.c.outcome.is_(None))
-            .values(result_at=func.now(), **values)
-        )
+        if has_expressions(values) or "result_at" in values:
+            await session.execute(
+                update(site_commands)
+                .where(site_commands.c.command_id == command_id, site_commands.c.outcome.is_(None))
+                .values(result_at=func.now(), **values)
+            )
+            return
+        stmt = _record_result_statement(tuple(sorted(values)))
+        await session.execute(stmt, {**value_params(values), "w_command_id": command_id})
 
     async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
         """``UPDATE site_commands`` set ``sequence`` while it is null."""
         await session.execute(
-            update(site_commands)
-            .where(site_commands.c.command_id == command_id, site_commands.c.sequence.is_(None))
-            .values(sequence=sequence)
+            _RECORD_SEQUENCE, {"w_command_id": command_id, "v_sequence": sequence}
         )
 
     async def append_transition(self, session: AsyncSession, values: Row) -> None:
         """``INSERT INTO run_transitions`` (one row of the Run's state history)."""
-        await session.execute(insert(run_transitions).values(**values))
+        await session.execute(*insert_statement(run_transitions, values))
 
     async def transitions_of(self, session: AsyncSession, run_id: str) -> list[Row]:
         """``SELECT`` the Run's transitions ordered by ``version``."""
