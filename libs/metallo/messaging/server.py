@@ -21,7 +21,7 @@ from typing import Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -35,7 +35,12 @@ from metallo.messaging.registry import full_name
 from metallo.messaging.schema import command_receipts
 from metallo.messaging.topology import CONTENT_TYPE, Topology, contract_version, request_routing_key
 from metallo.persistence.engine import session_factory
+from metallo.persistence.prebuilt import insert_statement
 
+# Built once (ADR 0013): every command's idempotency check runs it.
+_SAVED_OUTCOME = select(command_receipts.c.fingerprint, command_receipts.c.outcome).where(
+    command_receipts.c.command_id == bindparam("w_command_id")
+)
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., Awaitable[Message]]
@@ -174,11 +179,14 @@ class CommandServer:
                     reply = await handler(session, envelope.message)
                 outcome = accepted(reply)
                 await session.execute(
-                    insert(command_receipts).values(
-                        command_id=command_id,
-                        message_type=name,
-                        fingerprint=digest,
-                        outcome=outcome.SerializeToString(deterministic=True),
+                    *insert_statement(
+                        command_receipts,
+                        {
+                            "command_id": command_id,
+                            "message_type": name,
+                            "fingerprint": digest,
+                            "outcome": outcome.SerializeToString(deterministic=True),
+                        },
                     )
                 )
                 await self._reply(session, envelope, outcome)
@@ -193,13 +201,7 @@ class CommandServer:
             raise RuntimeError(f"concurrent command {command_id}: {exc.orig}") from exc
 
     async def _saved_outcome(self, session: AsyncSession, command_id: str, digest: str) -> common_pb2.Outcome | None:
-        row = (
-            await session.execute(
-                select(command_receipts.c.fingerprint, command_receipts.c.outcome).where(
-                    command_receipts.c.command_id == command_id
-                )
-            )
-        ).first()
+        row = (await session.execute(_SAVED_OUTCOME, {"w_command_id": command_id})).first()
         if row is None:
             return None
         if row.fingerprint != digest:

@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -148,6 +148,47 @@ def _command(row: Any) -> StoredCommand:
     )
 
 
+# Built once (ADR 0013); ``w_*``/``v_*`` are their parameters.
+_NOW = select(func.now())
+_GET_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
+_NEXT_SEQUENCE = (
+    insert(site_streams)
+    .values(
+        site_id=bindparam("v_site_id"), environment=bindparam("v_environment"),
+        last_sequence=1, acknowledged_sequence=0,
+    )
+    .on_conflict_do_update(
+        index_elements=["site_id", "environment"],
+        set_={"last_sequence": site_streams.c.last_sequence + 1},
+    )
+    .returning(site_streams.c.last_sequence)
+)
+_INSERT_COMMAND = (
+    site_commands.insert()
+    .values(**{
+        k: bindparam(f"v_{k}", type_=site_commands.c[k].type)
+        for k in ("command_id", "site_id", "environment", "sequence", "kind", "run_id",
+                  "attempt_id", "attempt_number", "payload_json", "request_hash")
+    })
+    .returning(site_commands)
+)
+_ATTEMPT_COMMANDS = (
+    select(site_commands).where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
+    .order_by(site_commands.c.sequence)
+)
+_REPOSITORY_GRANT = select(repository_grants).where(
+    repository_grants.c.grant_id == bindparam("w_grant_id"))
+_REVOKE_REPOSITORY_GRANT = update(repository_grants).where(
+    (repository_grants.c.grant_id == bindparam("w_grant_id"))
+    & repository_grants.c.revoked_at.is_(None)
+).values(revoked_at=func.now())
+_INSERT_REPOSITORY_GRANT = repository_grants.insert().values(**{
+    k: bindparam(f"v_{k}", type_=repository_grants.c[k].type)
+    for k in ("grant_id", "site_id", "environment", "run_id", "attempt_id", "direction",
+              "repository_url", "username", "provider_ref", "issued_by", "expires_at")
+})
+
+
 def _grant(row: Any) -> CommandGrant:
     return CommandGrant(
         grant_id=row.grant_id, stream=StreamKey(row.site_id, row.environment), label=row.label,
@@ -172,13 +213,11 @@ class PostgresSiteStore:
 
     async def now(self) -> datetime:
         """``SELECT now()``."""
-        return (await self.session.execute(select(func.now()))).scalar_one()
+        return (await (await self._core()).execute(_NOW)).scalar_one()
 
     async def get_command(self, command_id: str) -> StoredCommand | None:
         """``SELECT`` the command by ``command_id``; None when absent."""
-        row = (await self.session.execute(
-            select(site_commands).where(site_commands.c.command_id == command_id)
-        )).first()
+        row = (await (await self._core()).execute(_GET_COMMAND, {"w_command_id": command_id})).first()
         return _command(row) if row else None
 
     async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
@@ -188,25 +227,16 @@ class PostgresSiteStore:
 
         Returns the stored command with its sequence.
         """
-        stmt = insert(site_streams).values(
-            site_id=command.stream.site_id, environment=command.stream.environment,
-            last_sequence=1, acknowledged_sequence=0,
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["site_id", "environment"],
-            set_={"last_sequence": site_streams.c.last_sequence + 1},
-        ).returning(site_streams.c.last_sequence)
-        sequence = (await self.session.execute(stmt)).scalar_one()
-        await self.session.execute(site_commands.insert().values(
-            command_id=command.command_id, site_id=command.stream.site_id,
-            environment=command.stream.environment, sequence=sequence, kind=command.kind,
-            run_id=command.run_id, attempt_id=command.attempt_id,
-            attempt_number=command.attempt_number, payload_json=command.payload_json,
-            request_hash=request_hash,
-        ))
-        stored = await self.get_command(command.command_id)
-        assert stored is not None
-        return stored
+        connection = await self._core()
+        stream = {"v_site_id": command.stream.site_id, "v_environment": command.stream.environment}
+        sequence = (await connection.execute(_NEXT_SEQUENCE, stream)).scalar_one()
+        row = (await connection.execute(_INSERT_COMMAND, {
+            **stream, "v_command_id": command.command_id, "v_sequence": sequence,
+            "v_kind": command.kind, "v_run_id": command.run_id,
+            "v_attempt_id": command.attempt_id, "v_attempt_number": command.attempt_number,
+            "v_payload_json": command.payload_json, "v_request_hash": request_hash,
+        })).one()
+        return _command(row)
 
     def _stream_where(self, stream: StreamKey):
         return (site_streams.c.site_id == stream.site_id) & (
@@ -292,10 +322,8 @@ class PostgresSiteStore:
         material; ``completed`` when a result ends the Attempt; ``start_delivered`` once a
         ``start`` was delivered. None without a material command.
         """
-        rows = (await self.session.execute(
-            select(site_commands).where(site_commands.c.attempt_id == attempt_id)
-            .order_by(site_commands.c.sequence)
-        )).all()
+        rows = (await (await self._core()).execute(
+            _ATTEMPT_COMMANDS, {"w_attempt_id": attempt_id})).all()
         material_row = None
         completed = False
         start_delivered = False
@@ -348,19 +376,19 @@ class PostgresSiteStore:
 
     async def insert_repository_grant(self, record: RepositoryGrantRecord, issued_by: str) -> None:
         """``INSERT INTO repository_grants``."""
-        await self.session.execute(repository_grants.insert().values(
-            grant_id=record.grant_id, site_id=record.stream.site_id,
-            environment=record.stream.environment, run_id=record.run_id,
-            attempt_id=record.attempt_id, direction=record.direction,
-            repository_url=record.repository_url, username=record.username,
-            provider_ref=record.provider_ref, issued_by=issued_by, expires_at=record.expires_at,
-        ))
+        await (await self._core()).execute(_INSERT_REPOSITORY_GRANT, {
+            "v_grant_id": record.grant_id, "v_site_id": record.stream.site_id,
+            "v_environment": record.stream.environment, "v_run_id": record.run_id,
+            "v_attempt_id": record.attempt_id, "v_direction": record.direction,
+            "v_repository_url": record.repository_url, "v_username": record.username,
+            "v_provider_ref": record.provider_ref, "v_issued_by": issued_by,
+            "v_expires_at": record.expires_at,
+        })
 
     async def repository_grant(self, grant_id: str) -> RepositoryGrantRecord | None:
         """``SELECT`` the repository grant by id; None when absent."""
-        row = (await self.session.execute(
-            select(repository_grants).where(repository_grants.c.grant_id == grant_id)
-        )).first()
+        row = (await (await self._core()).execute(
+            _REPOSITORY_GRANT, {"w_grant_id": grant_id})).first()
         if row is None:
             return None
         return RepositoryGrantRecord(
@@ -372,11 +400,7 @@ class PostgresSiteStore:
 
     async def revoke_repository_grant(self, grant_id: str) -> None:
         """``UPDATE repository_grants SET revoked_at = now()`` while unrevoked."""
-        await self.session.execute(
-            update(repository_grants).where(
-                (repository_grants.c.grant_id == grant_id) & repository_grants.c.revoked_at.is_(None)
-            ).values(revoked_at=func.now())
-        )
+        await (await self._core()).execute(_REVOKE_REPOSITORY_GRANT, {"w_grant_id": grant_id})
 
     async def insert_read_permit(self, permit: dict[str, Any]) -> None:
         """``INSERT INTO read_permits``."""

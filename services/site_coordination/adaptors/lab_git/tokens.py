@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from site_coordination.adaptors.tables import lab_git_tokens
@@ -22,6 +22,17 @@ from site_coordination.domain.errors import Conflict
 from site_coordination.domain.grants import is_repository_token, new_repository_token, secret_hash
 
 GIT_PREFIX = "/git/"
+# Built once (ADR 0013): every lab Git request checks a token.
+_TOKEN = select(lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live")).where(
+    lab_git_tokens.c.username == bindparam("w_username")
+)
+_ISSUE = lab_git_tokens.insert().values(**{
+    k: bindparam(f"v_{k}", type_=lab_git_tokens.c[k].type)
+    for k in ("username", "token_sha256", "repository_path", "access", "expires_at")
+})
+_REVOKE = update(lab_git_tokens).where(
+    (lab_git_tokens.c.username == bindparam("w_username")) & lab_git_tokens.c.revoked_at.is_(None)
+).values(revoked_at=func.now())
 _REPO = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,99}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.git$")
 
 
@@ -53,19 +64,16 @@ class LabSourceControl:
             raise Conflict("repository-not-served",
                            "the saved repository is not served by the lab Git server")
         token = new_repository_token()
-        await self.session.execute(lab_git_tokens.insert().values(
-            username=grant_id, token_sha256=secret_hash(token), repository_path=repo,
-            access="write" if direction == "stage-out" else "read", expires_at=expires_at,
-        ))
+        await self.session.execute(_ISSUE, {
+            "v_username": grant_id, "v_token_sha256": secret_hash(token),
+            "v_repository_path": repo, "v_access": "write" if direction == "stage-out" else "read",
+            "v_expires_at": expires_at,
+        })
         return IssuedCredential(username=grant_id, token=token, provider_ref=grant_id)
 
     async def revoke(self, provider_ref: str) -> None:
         """``UPDATE lab_git_tokens SET revoked_at = now()`` for the token named ``provider_ref``."""
-        await self.session.execute(
-            update(lab_git_tokens).where(
-                (lab_git_tokens.c.username == provider_ref) & lab_git_tokens.c.revoked_at.is_(None)
-            ).values(revoked_at=func.now())
-        )
+        await self.session.execute(_REVOKE, {"w_username": provider_ref})
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,7 @@ async def check_token(session: AsyncSession, username: str, token: str) -> Acces
     """The token's access when it is known, unexpired (PostgreSQL's clock) and unrevoked."""
     if not is_repository_token(token):
         return None
-    row = (await session.execute(
-        select(lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live"))
-        .where(lab_git_tokens.c.username == username)
-    )).first()
+    row = (await session.execute(_TOKEN, {"w_username": username})).first()
     if row is None or row.revoked_at is not None or not row.live:
         return None
     if not hmac.compare_digest(row.token_sha256, secret_hash(token)):
