@@ -24,13 +24,16 @@ time. It imports the standard library only: it runs without site-packages. It:
    unanswered, the poll still finds ``status.json``; ADR 0012).
 
 Repository credentials arrive only in this process's environment
-(``METALLO_GIT_USERNAME``/``METALLO_GIT_TOKEN``); git reads them through an askpass
-helper that contains no secret. They never reach argv, a file or compute.
+(``METALLO_GIT_USERNAME``/``METALLO_GIT_TOKEN``); git's environment carries them as
+a Basic header for the repository's URL (``GIT_CONFIG_*``, sent with the first
+request) and an askpass helper that contains no secret reads them if the server asks
+again. They never reach argv, a file or compute.
 Output of every step is appended to the Attempt-scoped stage log.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -214,7 +217,29 @@ class Runner:
             ca_path.mkdir(mode=0o700, exist_ok=True)
             env["GIT_SSL_CAINFO"] = self.spec["repository_ca_file"]
             env["GIT_SSL_CAPATH"] = str(ca_path)
+        env.update(self.preemptive_auth())
         return env
+
+    def preemptive_auth(self) -> dict[str, str]:
+        """``GIT_CONFIG_*`` variables (git ≥ 2.31) that send the repository credentials
+        as a Basic ``Authorization`` header with the first request to the repository's
+        own URL (``http.<url>.extraHeader``), so a fetch or push does not first take a
+        401 and start the askpass helper twice. Empty without credentials or for a
+        non-HTTP(S) URL; askpass stays the fallback. The secret is in the environment
+        only, as the credentials already are — never in argv or a file."""
+        url = str(self.spec.get("repository", {}).get("url", ""))
+        user = self.credentials.get("METALLO_GIT_USERNAME")
+        token = self.credentials.get("METALLO_GIT_TOKEN")
+        if not (user and token and url.startswith(("https://", "http://"))):
+            return {}
+        if any(c in url for c in "\n\r\0") or len(url) > 2048:
+            return {}  # not a URL git would take as a config key; askpass covers it
+        basic = base64.b64encode(f"{user}:{token}".encode()).decode("ascii")
+        return {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": f"http.{url}.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+        }
 
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
         """Run ``git *args`` in the checkout as a step; return (returncode, captured stdout).
