@@ -10,7 +10,7 @@ import jwt
 import pytest
 from sqlalchemy import select
 
-from site_coordination.adaptors.tables import read_permits
+from site_coordination.adaptors.tables import read_permits, repository_grants
 from tests.integration.site_coordination_support import prepare_payload, result_for
 
 AUTH = {"run_id": "run-1", "attempt_id": "att-1", "material_digest": "d" * 64,
@@ -35,6 +35,37 @@ async def test_execution_authorised_returns_the_saved_material(edge):
     assert r.json()["binding"] == {"site_username": "alice", "account": "demo"}
     assert r.json()["authority"] == {"project": "demo", "site_id": "lab-slurm",
                                      "member_id": "m-alice"}
+
+
+async def test_an_authorisation_can_bring_its_stage_in_grant_in_one_round_trip(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    r = await client.post(
+        "/v1/authorisations/execution", json={**AUTH, "repository_grant": "stage-in"}
+    )
+    assert r.status_code == 200, r.text
+    grant = r.json()["repository_grant"]
+    assert grant["direction"] == "stage-in" and grant["token"]
+    assert grant["repository_url"] == "https://127.0.0.1:1/git/demo.git"
+    async with edge.engine.connect() as conn:
+        rows = (await conn.execute(select(repository_grants.c.grant_id,
+                                          repository_grants.c.direction))).all()
+    assert [tuple(row) for row in rows] == [(grant["grant_id"], "stage-in")]
+    plain = await client.post("/v1/authorisations/execution", json=AUTH)
+    assert plain.status_code == 200 and plain.json()["repository_grant"] is None
+
+
+async def test_a_refused_authorisation_issues_no_grant(edge):
+    await edge.append("prepare", payload=prepare_payload())
+    client = edge.client(await edge.grant())
+    r = await client.post("/v1/authorisations/execution",
+                          json={**AUTH, "material_digest": "e" * 64, "repository_grant": "stage-in"})
+    assert (r.status_code, r.json()["error"]["reason"]) == (403, "material-digest-mismatch")
+    r = await client.post("/v1/authorisations/execution",
+                          json={**AUTH, "repository_grant": "everything"})
+    assert r.status_code == 422
+    async with edge.engine.connect() as conn:
+        assert (await conn.execute(select(repository_grants.c.grant_id))).all() == []
 
 
 @pytest.mark.parametrize("change,reason", [

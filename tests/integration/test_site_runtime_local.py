@@ -257,3 +257,60 @@ async def test_a_killed_runner_does_not_leave_its_step_running(edge, runtime, tm
     assert failed["observation"]["phase"] == "failed"
     assert stage_rows(runtime.state, "att-1")["compute"]["code"] == "local-process-lost"
     assert await group_gone(child)
+
+
+class _CountingAuthority:
+    """The edge client, counting the calls the local executor makes."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.calls: list[str] = []
+
+    async def authorise_execution(self, request):
+        self.calls.append("authorise")
+        return await self.real.authorise_execution(request)
+
+    async def authorise_with_grant(self, request, direction):
+        self.calls.append(f"authorise+{direction}")
+        return await self.real.authorise_with_grant(request, direction)
+
+    async def issue(self, attempt_id, direction):
+        self.calls.append(f"issue {direction}")
+        return await self.real.issue(attempt_id, direction)
+
+    async def release(self, grant_id):
+        self.calls.append("release")
+        return await self.real.release(grant_id)
+
+
+async def test_start_authorises_and_gets_its_stage_in_grant_in_one_request(
+    edge, runtime, tmp_path
+):
+    url, commit = await seed_repository(edge, tmp_path)
+    counting = _CountingAuthority(runtime.client)
+    runtime.executor.authority = runtime.executor.grants = counting
+    await runtime.handle(
+        await edge.append("prepare", payload=batch_payload(url, commit, {"argv": ["true"]}))
+    )
+    assert counting.calls == ["authorise"]
+    assert (await runtime.handle(await edge.append("start")))["outcome"] == "succeeded"
+    assert counting.calls[1] == "authorise+stage-in"  # no separate authorise, no issue
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    assert done["observation"]["phase"] == "succeeded"
+    assert "issue stage-in" not in counting.calls and "issue stage-out" in counting.calls
+    async with edge.engine.connect() as conn:
+        revoked = (await conn.execute(select(repository_grants.c.revoked_at))).scalars().all()
+    assert len(revoked) == 2 and all(revoked)  # stage-in and stage-out, both released
+
+
+async def test_a_repository_the_edge_does_not_serve_fails_the_start_and_issues_nothing(
+    edge, runtime
+):
+    payload = batch_payload("https://elsewhere.example/x.git", "0" * 40, {"argv": ["true"]})
+    await runtime.handle(await edge.append("prepare", payload=payload))
+    started = await runtime.handle(await edge.append("start"))
+    assert (started["outcome"], started["code"]) == ("refused", "authorisation-refused")
+    assert "repository-not-served" in started["message"]
+    assert stage_rows(runtime.state, "att-1")["stage-in"]["state"] == "failed"
+    async with edge.engine.connect() as conn:
+        assert (await conn.execute(select(repository_grants.c.grant_id))).all() == []

@@ -311,6 +311,15 @@ class _CrashAfterIssue:
         self.issued = grant.grant_id
         return _Raising(grant)
 
+    async def authorise_execution(self, request):
+        return await self.real.authorise_execution(request)
+
+    async def authorise_with_grant(self, request, direction: str):
+        # The start's stage-in grant comes with its authorisation (one round trip).
+        material, grant = await self.real.authorise_with_grant(request, direction)
+        self.issued = grant.grant_id
+        return material, _Raising(grant)
+
     async def release(self, grant_id: str) -> None:
         await self.real.release(grant_id)
 
@@ -332,6 +341,7 @@ async def test_kill_between_grant_and_process_relaunches_once_and_revokes_the_fi
     await a.handle(seq)
     crashing = _CrashAfterIssue(a.client)
     a.executor.grants = crashing
+    a.executor.authority = crashing
     start_seq = await edge.append("start")
     with pytest.raises(Crash):
         await a.handle(start_seq)

@@ -197,6 +197,30 @@ class EdgeClient:
             )
         return material
 
+    async def authorise_with_grant(
+        self, request: dict[str, str], direction: str
+    ) -> tuple[dict[str, Any], RepositoryGrant]:
+        """:meth:`authorise_execution` that also issues the Attempt's ``direction``
+        repository grant in the same decision (one round trip; ``repository_grant`` in
+        the request). Returns (material, grant). Raises EdgeRefused — code
+        ``authorisation-refused`` for the decision, the grant's own code (e.g.
+        ``repository-not-served``) otherwise; nothing is issued then — and EdgeUnavailable
+        (``authority-unavailable``)."""
+        response = await self._request(
+            "POST",
+            "/v1/authorisations/execution",
+            json={**request, "repository_grant": direction},
+            unavailable_code="authority-unavailable",
+        )
+        body = _json(response)
+        material = body.get("material")
+        grant = body.get("repository_grant")
+        if not isinstance(material, dict) or not isinstance(grant, dict):
+            raise EdgeUnavailable(
+                "the authorisation answer has no material or grant", "authority-unavailable"
+            )
+        return material, _repository_grant(grant, "authority-unavailable")
+
     async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
         """``POST /v1/attempts/{attempt_id}/repository-grants`` (stage-in | stage-out)."""
         response = await self._request(
@@ -205,19 +229,7 @@ class EdgeClient:
             json={"direction": direction},
             unavailable_code="repository-unavailable",
         )
-        body = _json(response)
-        try:
-            return RepositoryGrant(
-                grant_id=str(body["grant_id"]),
-                username=str(body["username"]),
-                token=str(body["token"]),
-                repository_url=str(body["repository_url"]),
-                expires_at=str(body.get("expires_at", "")),
-            )
-        except KeyError:
-            raise EdgeUnavailable(
-                "the repository grant answer is incomplete", "repository-unavailable"
-            ) from None
+        return _repository_grant(_json(response), "repository-unavailable")
 
     async def release(self, grant_id: str) -> None:
         """``DELETE /v1/repository-grants/{grant_id}``; an unknown grant counts as released."""
@@ -251,6 +263,22 @@ class EdgeClient:
             raise PermitRefused(refused.code, refused.reason) from None
         except EdgeUnavailable:
             raise PermitUnavailable(path) from None
+
+
+def _repository_grant(body: dict[str, Any], unavailable_code: str) -> RepositoryGrant:
+    """A grant as the edge answers it; EdgeUnavailable(``unavailable_code``) when incomplete."""
+    try:
+        return RepositoryGrant(
+            grant_id=str(body["grant_id"]),
+            username=str(body["username"]),
+            token=str(body["token"]),
+            repository_url=str(body["repository_url"]),
+            expires_at=str(body.get("expires_at", "")),
+        )
+    except KeyError:
+        raise EdgeUnavailable(
+            "the repository grant answer is incomplete", unavailable_code
+        ) from None
 
 
 def _command(body: dict[str, Any]) -> SiteCommand:

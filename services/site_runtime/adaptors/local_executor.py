@@ -39,7 +39,11 @@ from site_runtime.adaptors.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import ReadPermits, permitted_read
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
-from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
+from site_runtime.application.site_access import (
+    ExecutionAuthority,
+    RepositoryGrant,
+    RepositoryGrants,
+)
 from site_runtime.domain.local_batch import (
     InvalidMaterial,
     LocalJob,
@@ -265,14 +269,23 @@ class LocalExecutor:
                         "the local concurrency limit is reached",
                         retry_after=max(self.settings.poll_seconds, 0.2),
                     )
-                refused = await self._authorise(row.run_id, row.attempt_id, job)
-                if refused is not None:
-                    return self._save(
-                        command, "refused", code="authorisation-refused", message=refused
-                    )
+                issued: RepositoryGrant | None = None
                 try:
-                    await self._launch(row, "stage-in")
+                    if self._needs_grant("stage-in", job) and hasattr(
+                        self.authority, "authorise_with_grant"
+                    ):
+                        # One round trip: the decision and the stage-in grant together.
+                        refused, issued = await self._authorise_with_grant(row, job)
+                    else:
+                        refused = await self._authorise(row.run_id, row.attempt_id, job)
+                    if refused is not None:
+                        return self._save(
+                            command, "refused", code="authorisation-refused", message=refused
+                        )
+                    await self._launch(row, "stage-in", issued=issued)
                 except EdgeRefused as error:
+                    if self.journal.stage(row.attempt_id, "stage-in") is None:
+                        self.journal.launch_intent(row.attempt_id, "stage-in")
                     self.journal.finish_stage(
                         row.attempt_id,
                         "stage-in",
@@ -413,10 +426,9 @@ class LocalExecutor:
         result = self._result(command, outcome, **kwargs)
         return CommandResult(**self.journal.save_result(command.command_id, result.to_json()))
 
-    async def _authorise(self, run_id: str, attempt_id: str, job: LocalJob) -> str | None:
-        """None when the edge authorises the execution now; the refusal text otherwise.
-        Raises Deferred ``authority-unavailable``."""
-        request = {
+    @staticmethod
+    def _authorisation(run_id: str, attempt_id: str, job: LocalJob) -> dict[str, str]:
+        return {
             "run_id": run_id,
             "attempt_id": attempt_id,
             "material_digest": job.material_digest,
@@ -424,13 +436,38 @@ class LocalExecutor:
             "site_username": job.member.get("site_username", ""),
             "account": job.member.get("account", ""),
         }
+
+    async def _authorise(self, run_id: str, attempt_id: str, job: LocalJob) -> str | None:
+        """None when the edge authorises the execution now; the refusal text otherwise.
+        Raises Deferred ``authority-unavailable``."""
         try:
-            await self.authority.authorise_execution(request)
+            await self.authority.authorise_execution(self._authorisation(run_id, attempt_id, job))
         except EdgeUnavailable as error:
             raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from error
         except EdgeRefused as error:
             return f"{error.code}: {error.reason or 'refused'}"
         return None
+
+    async def _authorise_with_grant(
+        self, row: AttemptRow, job: LocalJob
+    ) -> tuple[str | None, RepositoryGrant | None]:
+        """(None, stage-in grant) when the edge authorises the execution now, (refusal
+        text, None) when it refuses the decision. Raises Deferred
+        ``authority-unavailable`` and EdgeRefused when only the grant is refused."""
+        request = self._authorisation(row.run_id, row.attempt_id, job)
+        try:
+            _, grant = await self.authority.authorise_with_grant(request, "stage-in")
+        except EdgeUnavailable as error:
+            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from error
+        except EdgeRefused as error:
+            if error.code != "authorisation-refused":
+                raise
+            return f"{error.code}: {error.reason or 'refused'}", None
+        return None, grant
+
+    @staticmethod
+    def _needs_grant(stage: str, job: LocalJob) -> bool:
+        return stage in DIRECTION and not job.repository_url.startswith("file:///")
 
     def _control(self, row: AttemptRow, stage: str) -> Path:
         return row.workspace / "control" / stage
@@ -469,8 +506,11 @@ class LocalExecutor:
             }
         return spec
 
-    async def _launch(self, row: AttemptRow, stage: str) -> None:
-        """Launch ``stage``: intent → grant (staging) → runner process → pid saved.
+    async def _launch(
+        self, row: AttemptRow, stage: str, *, issued: RepositoryGrant | None = None
+    ) -> None:
+        """Launch ``stage``: intent → grant (staging; ``issued`` when the start's
+        authorisation brought it) → runner process → pid saved.
 
         Raises Deferred (``repository-unavailable``) when the grant cannot be issued
         now, EdgeRefused when it is refused definitely.
@@ -481,6 +521,9 @@ class LocalExecutor:
         control = self._control(row, stage)
         control.mkdir(mode=0o700, parents=True, exist_ok=True)
         if (control / "claim").exists() or (control / "status.json").exists():
+            if issued is not None:  # not needed after all: do not leave it to expire
+                with contextlib.suppress(EdgeUnavailable, EdgeRefused):
+                    await self.grants.release(issued.grant_id)
             return  # a runner owns (or finished) this stage already
         job = parse_job(row.material)
         spec_file = control / "spec.json"
@@ -492,13 +535,16 @@ class LocalExecutor:
             "PYTHONPATH": _SERVICES_DIR,
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        if stage in DIRECTION and not job.repository_url.startswith("file:///"):
+        if self._needs_grant(stage, job):
             if current.grant_id and not current.grant_released:
                 await self._release(row.attempt_id, stage, current.grant_id)
-            try:
-                grant = await self.grants.issue(row.attempt_id, DIRECTION[stage])
-            except EdgeUnavailable as error:
-                raise Deferred("repository-unavailable", "no repository grant now") from error
+            if issued is not None:
+                grant = issued
+            else:
+                try:
+                    grant = await self.grants.issue(row.attempt_id, DIRECTION[stage])
+                except EdgeUnavailable as error:
+                    raise Deferred("repository-unavailable", "no repository grant now") from error
             self.journal.set_grant(row.attempt_id, stage, grant.grant_id)
             env["METALLO_GIT_USERNAME"] = grant.username
             env["METALLO_GIT_TOKEN"] = grant.token

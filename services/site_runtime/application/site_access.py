@@ -32,6 +32,18 @@ class ExecutionAuthority(Protocol):
         ...
 
 
+class ExecutionAuthorityWithGrant(ExecutionAuthority, Protocol):
+    """An authority that can also issue the Attempt's repository grant in the same
+    decision (one round trip; the Site edge's ``repository_grant`` field)."""
+
+    async def authorise_with_grant(
+        self, request: dict[str, str], direction: str
+    ) -> tuple[dict[str, Any], RepositoryGrant]:
+        """(material, grant); raises EdgeRefused (``authorisation-refused`` or the
+        grant's code; nothing issued) or EdgeUnavailable (``authority-unavailable``)."""
+        ...
+
+
 class RepositoryGrants(Protocol):
     """Per-stage repository identities (seed 001, Repository grants)."""
 

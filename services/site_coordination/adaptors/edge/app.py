@@ -105,6 +105,16 @@ def _svc(request: Request) -> EdgeServices:
     return request.app.state.services
 
 
+def _repository_grant(
+    issued: site_requests.RepositoryGrantIssued | None,
+) -> s.RepositoryGrant | None:
+    if issued is None:
+        return None
+    return s.RepositoryGrant(
+        grant_id=issued.grant_id, direction=issued.direction, username=issued.username,
+        token=issued.token, repository_url=issued.repository_url, expires_at=issued.expires_at)
+
+
 def create_app(services: EdgeServices | None = None) -> FastAPI:
     """Build the edge application; ``services`` may be None only to render OpenAPI."""
 
@@ -280,9 +290,15 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         async with svc.sessions.begin() as session:
             store = PostgresSiteStore(session)
             grant = await _grant(store, request)
-            verdict = await site_requests.authorise_execution(store, svc.authority, grant,
-                                                              body.model_dump())
-        return s.ExecutionAuthorised(**verdict)
+            verdict = await site_requests.authorise_execution(
+                store, svc.authority, grant, body.model_dump(exclude={"repository_grant"}))
+            issued = None
+            if body.repository_grant is not None:
+                # Only after a positive decision; a grant refusal rolls both back.
+                issued = await site_requests.issue_repository_grant(
+                    store, svc.authority, svc.source_control(session), grant,
+                    body.attempt_id, body.repository_grant, svc.settings.repository_grant_seconds)
+        return s.ExecutionAuthorised(**verdict, repository_grant=_repository_grant(issued))
 
     @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
     async def authorise_read(request: Request, body: s.ReadAuthorisationRequest):
@@ -323,10 +339,7 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             issued = await site_requests.issue_repository_grant(
                 store, svc.authority, svc.source_control(session), grant, attempt_id,
                 body.direction, svc.settings.repository_grant_seconds)
-        return s.RepositoryGrant(
-            grant_id=issued.grant_id, direction=issued.direction, username=issued.username,
-            token=issued.token, repository_url=issued.repository_url,
-            expires_at=issued.expires_at)
+        return _repository_grant(issued)
 
     @router.delete("/repository-grants/{grant_id}", status_code=204, tags=["repository grants"])
     async def revoke_repository_grant(request: Request,

@@ -97,6 +97,13 @@ class ExecutionAuthorisationRequest(_Strict):
     member_id: Id
     site_username: Short
     account: Short
+    repository_grant: Literal["stage-in", "stage-out"] | None = Field(
+        default=None,
+        description=(
+            "Also issue this repository grant for the Attempt, in the same decision and "
+            "transaction (one round trip for the Runtime's start); absent: none"
+        ),
+    )
 
 
 class CurrentAuthority(BaseModel):
@@ -114,6 +121,17 @@ class AccountBinding(BaseModel):
     account: str
 
 
+class RepositoryGrant(BaseModel):
+    """An issued repository credential; ``token`` is returned only in this answer."""
+
+    grant_id: str
+    direction: str
+    username: str
+    token: str = Field(description="Shown once; HTTP Basic password for the repository")
+    repository_url: str
+    expires_at: datetime
+
+
 class ExecutionAuthorised(BaseModel):
     """A positive execution decision: saved material, authority and binding, used once."""
 
@@ -121,6 +139,9 @@ class ExecutionAuthorised(BaseModel):
     material: dict[str, Any] = Field(description="The saved prepare/apply payload")
     authority: CurrentAuthority = Field(description="The Project authority confirmed now")
     binding: AccountBinding = Field(description="The member's account binding confirmed now")
+    repository_grant: RepositoryGrant | None = Field(
+        default=None, description="The grant asked for with ``repository_grant``, if any"
+    )
 
 
 class ReadAuthorisationRequest(_Strict):
@@ -157,17 +178,6 @@ class RepositoryGrantRequest(_Strict):
     """A request for a Run-scoped repository credential (``stage-in`` or ``stage-out``)."""
 
     direction: Literal["stage-in", "stage-out"]
-
-
-class RepositoryGrant(BaseModel):
-    """An issued repository credential; ``token`` is returned only in this answer."""
-
-    grant_id: str
-    direction: str
-    username: str
-    token: str = Field(description="Shown once; HTTP Basic password for the repository")
-    repository_url: str
-    expires_at: datetime
 
 
 class MemberToken(BaseModel):
