@@ -34,7 +34,12 @@ async def test_a_fetch_needs_no_askpass_and_a_wrong_token_still_fails(edge, tmp_
         return r
 
     good = runner("good", OPERATOR_TOKEN)
-    assert "Authorization: Basic " in good.git_env()["GIT_CONFIG_VALUE_0"]
+    env = good.git_env()
+    assert env["GIT_CONFIG_KEY_0"] == f"http.{url}.extraHeader"
+    assert env["GIT_CONFIG_VALUE_0"].startswith("Authorization: Basic ")
+    # git would carry the header on to a redirect's host (a reviewer showed it): none.
+    assert (env["GIT_CONFIG_KEY_1"], env["GIT_CONFIG_VALUE_1"]) == (
+        f"http.{url}.followRedirects", "false")
     assert await asyncio.to_thread(good.stage_in) == {"exit_code": 0}
     assert not marker.exists()  # authenticated at once: git never asked for credentials
     assert OPERATOR_TOKEN not in (tmp_path / "good" / "stage-in.log").read_text()

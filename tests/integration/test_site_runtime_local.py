@@ -314,3 +314,30 @@ async def test_a_repository_the_edge_does_not_serve_fails_the_start_and_issues_n
     assert stage_rows(runtime.state, "att-1")["stage-in"]["state"] == "failed"
     async with edge.engine.connect() as conn:
         assert (await conn.execute(select(repository_grants.c.grant_id))).all() == []
+
+
+async def test_a_failure_after_the_combined_grant_leaves_no_grant_unrevoked(edge, runtime, tmp_path):
+    """The grant that came with start's authorisation is journaled before the spec is
+    written: a failure there cannot leave it valid until it expires (a reviewer's case)."""
+    url, commit = await seed_repository(edge, tmp_path)
+    await runtime.handle(
+        await edge.append("prepare", payload=batch_payload(url, commit, {"argv": ["true"]}))
+    )
+    row = runtime.jobs.attempt("att-1")
+    blocker = row.workspace / "control" / "stage-in" / "spec.json"
+    blocker.mkdir(parents=True)  # the spec write fails (as ENOSPC or EIO would)
+    start = await edge.append("start")
+    await runtime.worker.step()  # runtime-error (IsADirectoryError): the start stays pending
+    assert runtime.delivery.entry(start).result_json is None
+    journaled = stage_rows(runtime.state, "att-1")["stage-in"]["grant_id"]
+    assert journaled and journaled.startswith("rg-")  # the combined grant is on record
+    blocker.rmdir()
+    assert (await runtime.handle(start))["outcome"] == "succeeded"
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    assert done["observation"]["phase"] == "succeeded"
+    async with edge.engine.connect() as conn:
+        grants = (await conn.execute(
+            select(repository_grants.c.direction, repository_grants.c.revoked_at)
+        )).all()
+    assert sorted(g.direction for g in grants) == ["stage-in", "stage-in", "stage-out"]
+    assert all(g.revoked_at is not None for g in grants)

@@ -111,6 +111,7 @@ class LocalExecutor:
         self._task: asyncio.Task | None = None
         self._wakeups: StageWakeups | None = None
         self._pass_done = asyncio.Event()  # set after every supervision pass
+        self._edge_combines_grants = True  # False after an older edge refused the field
         Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
@@ -271,12 +272,16 @@ class LocalExecutor:
                     )
                 issued: RepositoryGrant | None = None
                 try:
-                    if self._needs_grant("stage-in", job) and hasattr(
-                        self.authority, "authorise_with_grant"
-                    ):
+                    combined = (
+                        self._needs_grant("stage-in", job)
+                        and self._edge_combines_grants
+                        and hasattr(self.authority, "authorise_with_grant")
+                    )
+                    if combined:
                         # One round trip: the decision and the stage-in grant together.
                         refused, issued = await self._authorise_with_grant(row, job)
-                    else:
+                        combined = self._edge_combines_grants  # False: an older edge
+                    if not combined:
                         refused = await self._authorise(row.run_id, row.attempt_id, job)
                     if refused is not None:
                         return self._save(
@@ -460,6 +465,12 @@ class LocalExecutor:
         except EdgeUnavailable as error:
             raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from error
         except EdgeRefused as error:
+            if error.status == 422:
+                # An edge older than the optional field refuses it as invalid: use two
+                # requests from now on (a reviewer's version-skew test).
+                log.warning("the Site edge does not combine grants with authorisations")
+                self._edge_combines_grants = False
+                return None, None
             if error.code != "authorisation-refused":
                 raise
             return f"{error.code}: {error.reason or 'refused'}", None
@@ -518,12 +529,18 @@ class LocalExecutor:
         current = self.journal.stage(row.attempt_id, stage)
         if current is None:
             current = self.journal.launch_intent(row.attempt_id, stage)
+        if issued is not None:
+            # Journal the grant before anything else can fail, so it is released with
+            # the stage's grants (a reviewer found it left to expire otherwise).
+            if current.grant_id and not current.grant_released:
+                await self._release(row.attempt_id, stage, current.grant_id)
+            self.journal.set_grant(row.attempt_id, stage, issued.grant_id)
+            current = self.journal.stage(row.attempt_id, stage) or current
         control = self._control(row, stage)
         control.mkdir(mode=0o700, parents=True, exist_ok=True)
         if (control / "claim").exists() or (control / "status.json").exists():
-            if issued is not None:  # not needed after all: do not leave it to expire
-                with contextlib.suppress(EdgeUnavailable, EdgeRefused):
-                    await self.grants.release(issued.grant_id)
+            if issued is not None:  # journaled above; not needed after all
+                await self._release(row.attempt_id, stage, issued.grant_id)
             return  # a runner owns (or finished) this stage already
         job = parse_job(row.material)
         spec_file = control / "spec.json"
@@ -536,16 +553,16 @@ class LocalExecutor:
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         if self._needs_grant(stage, job):
-            if current.grant_id and not current.grant_released:
-                await self._release(row.attempt_id, stage, current.grant_id)
             if issued is not None:
-                grant = issued
+                grant = issued  # journaled above
             else:
+                if current.grant_id and not current.grant_released:
+                    await self._release(row.attempt_id, stage, current.grant_id)
                 try:
                     grant = await self.grants.issue(row.attempt_id, DIRECTION[stage])
                 except EdgeUnavailable as error:
                     raise Deferred("repository-unavailable", "no repository grant now") from error
-            self.journal.set_grant(row.attempt_id, stage, grant.grant_id)
+                self.journal.set_grant(row.attempt_id, stage, grant.grant_id)
             env["METALLO_GIT_USERNAME"] = grant.username
             env["METALLO_GIT_TOKEN"] = grant.token
         self.journal.count_launch(row.attempt_id, stage)

@@ -224,9 +224,11 @@ class Runner:
         """``GIT_CONFIG_*`` variables (git ≥ 2.31) that send the repository credentials
         as a Basic ``Authorization`` header with the first request to the repository's
         own URL (``http.<url>.extraHeader``), so a fetch or push does not first take a
-        401 and start the askpass helper twice. Empty without credentials or for a
-        non-HTTP(S) URL; askpass stays the fallback. The secret is in the environment
-        only, as the credentials already are — never in argv or a file."""
+        401 and start the askpass helper twice. Redirects are not followed for that URL
+        (``http.<url>.followRedirects=false``): git would send the header on to the
+        redirect's host. Empty without credentials or for a non-HTTP(S) URL; askpass
+        stays for a server that asks anyway. The secret is in the environment only, as
+        the credentials already are — never in argv or a file."""
         url = str(self.spec.get("repository", {}).get("url", ""))
         user = self.credentials.get("METALLO_GIT_USERNAME")
         token = self.credentials.get("METALLO_GIT_TOKEN")
@@ -236,9 +238,13 @@ class Runner:
             return {}  # not a URL git would take as a config key; askpass covers it
         basic = base64.b64encode(f"{user}:{token}".encode()).decode("ascii")
         return {
-            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_COUNT": "2",
             "GIT_CONFIG_KEY_0": f"http.{url}.extraHeader",
             "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+            # git keeps sending an extra header after it followed a redirect, to
+            # whatever host that was: a repository URL that redirects fails instead.
+            "GIT_CONFIG_KEY_1": f"http.{url}.followRedirects",
+            "GIT_CONFIG_VALUE_1": "false",
         }
 
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:

@@ -285,7 +285,10 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                  tags=["authorisations"])
     async def authorise_execution(request: Request, body: s.ExecutionAuthorisationRequest):
         """Check the request against the saved material and current authority; return the
-        material. 403 ``authorisation-refused`` with a ``reason``. Never cached."""
+        material. 403 ``authorisation-refused`` with a ``reason``. Never cached. With
+        ``repository_grant``, also issue that repository grant in the same transaction
+        (404/409 then may come from the grant, e.g. ``repository-not-served``; nothing
+        is issued or kept when either part is refused)."""
         svc = _svc(request)
         async with svc.sessions.begin() as session:
             store = PostgresSiteStore(session)
