@@ -8,7 +8,9 @@ Phase constants reach PostgreSQL as literals, not bind parameters: asyncpg prepa
 every statement, and after a few runs PostgreSQL may plan it once for any parameter
 values — a plan that cannot use the partial index ``runs_due`` (``phase <>
 'terminal'``), so the supervisor's claim and the admission counts scanned every Run
-ever made, each pass (ADR 0011).
+ever made, each pass (ADR 0011). The hot statements are built once with typed bind
+parameters and run with parameter dicts (ADR 0013): building them per call cost more
+than running them.
 """
 
 from __future__ import annotations
@@ -181,13 +183,13 @@ class SqlRunStore:
     async def claim_for_planning(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
-        """Lease due ``accepted`` Runs by ``next_wake_at`` (:func:`claim_rows`)."""
+        """Lease due ``accepted`` Runs by ``next_wake_at`` (a prebuilt :class:`ClaimStatement`)."""
         return await _PLANNING.claim(session, owner, lease_seconds, limit)
 
     async def claim_for_supervision(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
-        """Lease due planned, non-terminal Runs by ``next_wake_at`` (:func:`claim_rows`)."""
+        """Lease due planned, non-terminal Runs by ``next_wake_at`` (a prebuilt claim)."""
         return await _SUPERVISION.claim(session, owner, lease_seconds, limit)
 
     async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
