@@ -91,14 +91,21 @@ class ChainBase:
         return [{"stage": s, "job_id": stages[s].job_id} for s in STAGES if stages[s].job_id]
 
     def _native_state(self, attempt_id: str) -> str | None:
+        """The Slurm state of the chain's current job: the first submitted stage not
+        yet terminal (``PENDING`` before its first facts), else the last one's state.
+        The three jobs are submitted together, so the last job is PENDING while compute
+        runs; reporting it made a running Run read "native PENDING" (a new user's
+        report)."""
         stages = self.journal.stages(attempt_id)
-        for stage in reversed(STAGES):
-            facts = stages[stage].native
-            if facts:
-                return facts.get("state")
-            if stages[stage].job_id:
-                return "PENDING"
-        return None
+        last = None
+        for stage in STAGES:
+            if not stages[stage].job_id:
+                continue
+            facts = stages[stage].native or {}
+            last = facts.get("state") or "PENDING"
+            if not facts.get("terminal"):
+                return last
+        return last
 
     def _observation(
         self, att: AttemptRow, phase: str, *, native_state: str | None = None
