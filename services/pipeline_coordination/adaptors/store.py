@@ -14,10 +14,17 @@ from typing import Any
 from sqlalchemy import and_, case, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from metallo.persistence.leases import Claim, LeaseLost, claim_rows, fenced_update, held
+from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, fenced_update, held
 from pipeline_coordination.adaptors.tables import pipeline_steps, pipelines
 from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step
+
+# Built once (ADR 0013): the coordinator's poller runs it every pass.
+_CLAIM = ClaimStatement(
+    pipelines,
+    ready=and_(pipelines.c.active, pipelines.c.next_wake_at <= func.now()),
+    order_by=pipelines.c.next_wake_at,
+)
 
 _PIPELINE_FIELDS = [f.name for f in fields(Pipeline) if f.name not in ("steps", "pipeline_id", "requested_actions")]
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)  # "only when woken"
@@ -128,16 +135,8 @@ class SqlPipelineStore:
         return (await session.execute(select(func.now()))).scalar_one()
 
     async def claim(self, session: AsyncSession, owner: str, lease_seconds: float, limit: int) -> list[Claim]:
-        """Lease due active Pipelines by ``next_wake_at`` (:func:`claim_rows`)."""
-        return await claim_rows(
-            session,
-            pipelines,
-            ready=and_(pipelines.c.active, pipelines.c.next_wake_at <= func.now()),
-            owner=owner,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            order_by=pipelines.c.next_wake_at,
-        )
+        """Lease due active Pipelines by ``next_wake_at`` (a prebuilt claim, ADR 0013)."""
+        return await _CLAIM.claim(session, owner, lease_seconds, limit)
 
     async def hold(self, session: AsyncSession, claim: Claim, lease_seconds: float) -> None:
         """Renew the lease by ``lease_seconds`` (:func:`fenced_update`; LeaseLost if lost)."""

@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from metallo.persistence.prebuilt import set_clause
 from site_coordination.adaptors.tables import (
     command_grants,
     progress_reports,
@@ -165,11 +166,9 @@ _NEXT_SEQUENCE = (
 )
 _INSERT_COMMAND = (
     site_commands.insert()
-    .values(**{
-        k: bindparam(f"v_{k}", type_=site_commands.c[k].type)
-        for k in ("command_id", "site_id", "environment", "sequence", "kind", "run_id",
-                  "attempt_id", "attempt_number", "payload_json", "request_hash")
-    })
+    .values(**set_clause(site_commands, (
+        "command_id", "site_id", "environment", "sequence", "kind", "run_id",
+        "attempt_id", "attempt_number", "payload_json", "request_hash")))
     .returning(site_commands)
 )
 _ATTEMPT_COMMANDS = (
@@ -182,11 +181,9 @@ _REVOKE_REPOSITORY_GRANT = update(repository_grants).where(
     (repository_grants.c.grant_id == bindparam("w_grant_id"))
     & repository_grants.c.revoked_at.is_(None)
 ).values(revoked_at=func.now())
-_INSERT_REPOSITORY_GRANT = repository_grants.insert().values(**{
-    k: bindparam(f"v_{k}", type_=repository_grants.c[k].type)
-    for k in ("grant_id", "site_id", "environment", "run_id", "attempt_id", "direction",
-              "repository_url", "username", "provider_ref", "issued_by", "expires_at")
-})
+_INSERT_REPOSITORY_GRANT = repository_grants.insert().values(**set_clause(repository_grants, (
+    "grant_id", "site_id", "environment", "run_id", "attempt_id", "direction",
+    "repository_url", "username", "provider_ref", "issued_by", "expires_at")))
 
 
 def _grant(row: Any) -> CommandGrant:

@@ -272,16 +272,14 @@ class LocalExecutor:
                     )
                 issued: RepositoryGrant | None = None
                 try:
-                    combined = (
+                    if (
                         self._needs_grant("stage-in", job)
                         and self._edge_combines_grants
                         and hasattr(self.authority, "authorise_with_grant")
-                    )
-                    if combined:
+                    ):
                         # One round trip: the decision and the stage-in grant together.
                         refused, issued = await self._authorise_with_grant(row, job)
-                        combined = self._edge_combines_grants  # False: an older edge
-                    if not combined:
+                    else:
                         refused = await self._authorise(row.run_id, row.attempt_id, job)
                     if refused is not None:
                         return self._save(
@@ -457,7 +455,8 @@ class LocalExecutor:
         self, row: AttemptRow, job: LocalJob
     ) -> tuple[str | None, RepositoryGrant | None]:
         """(None, stage-in grant) when the edge authorises the execution now, (refusal
-        text, None) when it refuses the decision. Raises Deferred
+        text, None) when it refuses the decision; an edge without the combined request
+        gets the plain authorisation, (refusal or None, None). Raises Deferred
         ``authority-unavailable`` and EdgeRefused when only the grant is refused."""
         request = self._authorisation(row.run_id, row.attempt_id, job)
         try:
@@ -470,7 +469,7 @@ class LocalExecutor:
                 # requests from now on (a reviewer's version-skew test).
                 log.warning("the Site edge does not combine grants with authorisations")
                 self._edge_combines_grants = False
-                return None, None
+                return await self._authorise(row.run_id, row.attempt_id, job), None
             if error.code != "authorisation-refused":
                 raise
             return f"{error.code}: {error.reason or 'refused'}", None

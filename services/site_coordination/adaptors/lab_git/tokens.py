@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from metallo.persistence.prebuilt import set_clause
 from site_coordination.adaptors.tables import lab_git_tokens
 from site_coordination.application.ports import IssuedCredential
 from site_coordination.domain.errors import Conflict
@@ -26,10 +27,8 @@ GIT_PREFIX = "/git/"
 _TOKEN = select(lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live")).where(
     lab_git_tokens.c.username == bindparam("w_username")
 )
-_ISSUE = lab_git_tokens.insert().values(**{
-    k: bindparam(f"v_{k}", type_=lab_git_tokens.c[k].type)
-    for k in ("username", "token_sha256", "repository_path", "access", "expires_at")
-})
+_ISSUE = lab_git_tokens.insert().values(**set_clause(
+    lab_git_tokens, ("username", "token_sha256", "repository_path", "access", "expires_at")))
 _REVOKE = update(lab_git_tokens).where(
     (lab_git_tokens.c.username == bindparam("w_username")) & lab_git_tokens.c.revoked_at.is_(None)
 ).values(revoked_at=func.now())
