@@ -9,12 +9,8 @@ import sys
 
 import typer
 
-from metallo.cli.exits import CliError, Exit
+from metallo.cli.exits import CliError, Exit, error_document
 from metallo.cli.render import print_error, print_json
-
-# The stable code of an error raised without one (JSON errors always carry a code).
-FALLBACK_CODES = {Exit.OK: "ok", Exit.FAILED: "failed", Exit.USAGE: "invalid-argument",
-                  Exit.NOT_FOUND: "not-found", Exit.UNCERTAIN: "outcome-uncertain"}
 
 
 def wants_json(args: list[str]) -> bool:
@@ -40,9 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     def report(error: CliError) -> int:
         print_error(error)
         if as_json:
-            print_json({"error": {"code": error.code or FALLBACK_CODES[error.exit_code],
-                                  "message": error.message,
-                                  "hint": error.hint, "exit_code": int(error.exit_code)}})
+            print_json(error_document(error))
         return int(error.exit_code)
 
     try:

@@ -8,7 +8,9 @@
 | 3 | not found (Run, Pipeline, repository, branch, action, grant) |
 | 4 | outcome uncertain: no answer in time, or the platform could not be reached |
 
-Every :class:`CliError` carries a ``hint``: what to do next.
+Every :class:`CliError` carries a ``hint``: what to do next. With ``--output json``
+it is also printed as :func:`error_document` (``{"error": {code, message, hint,
+exit_code}}``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ class CliError(Exception):
         self.hint = hint
         self.exit_code = exit_code
         self.code = code
+
+
+# The stable code of an error raised without one (JSON errors always carry a code).
+FALLBACK_CODES = {Exit.OK: "ok", Exit.FAILED: "failed", Exit.USAGE: "invalid-argument",
+                  Exit.NOT_FOUND: "not-found", Exit.UNCERTAIN: "outcome-uncertain"}
+
+
+def error_document(error: CliError) -> dict[str, dict[str, str | int]]:
+    """The JSON shape of a failure for scripts (docs/quickstart.md):
+    ``{"error": {"code": str, "message": str, "hint": str, "exit_code": int}}``; ``code``
+    is the error's own or, when it has none, the fallback for its exit code."""
+    return {"error": {"code": error.code or FALLBACK_CODES[error.exit_code],
+                      "message": error.message, "hint": error.hint,
+                      "exit_code": int(error.exit_code)}}
 
 
 # Rejection codes that mean "there is no such thing" (exit 3).

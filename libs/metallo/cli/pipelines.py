@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
+from metallo.cli.exits import CliError, Exit, error_document, rejection_exit, rejection_hint
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import (
     Output,
@@ -18,6 +18,7 @@ from metallo.cli.render import (
     err,
     key_value_table,
     out,
+    print_error,
     print_json,
     print_list_table,
     timestamp,
@@ -32,6 +33,7 @@ app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions 
 
 TERMINAL = {"succeeded", "failed", "stopped"}
 STEP_ENDED = {"succeeded", "failed", "cancelled", "skipped"}
+REPOSITORY_WIDTH = 40  # the list's repository column: the URL's tail, scheme left out
 
 
 def contract():
@@ -45,16 +47,28 @@ def pipeline_exit(pipeline) -> Exit:
     …) ends like the refused request it stands for: 2, or 3 for a not-found code — the
     same as ``metallo action run`` on that branch (docs/quickstart.md, exit codes)."""
     state = pipeline.state
-    if state == "failed" and pipeline.reason_code and not any(s.run_id for s in pipeline.steps):
+    if failed_before_any_step(pipeline) and pipeline.reason_code:
         return rejection_exit(pipeline.reason_code)
     return {"succeeded": Exit.OK, "failed": Exit.FAILED, "stopped": Exit.FAILED}.get(state, Exit.UNCERTAIN)
 
 
-def refusal_hint(pipeline) -> str | None:
-    """What to do next when :func:`pipeline_exit` says the branch was refused, else None."""
-    if pipeline_exit(pipeline) in (Exit.USAGE, Exit.NOT_FOUND):
-        return rejection_hint(pipeline.reason_code)
-    return None
+def failed_before_any_step(pipeline) -> bool:
+    """True when the Pipeline ended ``failed`` with no step's Run launched (its branch or
+    its first launch was refused)."""
+    return pipeline.state == "failed" and not any(s.run_id for s in pipeline.steps)
+
+
+def refusal_error(pipeline) -> CliError | None:
+    """The failure to report when the Pipeline failed before any step launched, else None:
+    ``code`` is its ``reason_code``, the exit code :func:`pipeline_exit`'s (2, 3 for a
+    not-found code, 1 without a code) and the hint the one ``metallo action run`` gives
+    for that code."""
+    if not failed_before_any_step(pipeline):
+        return None
+    why = ": ".join(t for t in (pipeline.reason_code, pipeline.message) if t) or "no reason given"
+    return CliError(f"Pipeline {pipeline.pipeline_id} failed before any step launched: {why}",
+                    rejection_hint(pipeline.reason_code), pipeline_exit(pipeline),
+                    code=pipeline.reason_code)
 
 
 async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
@@ -115,11 +129,11 @@ def print_pipeline(p) -> None:
         print_list_table(table)
 
 
-def _hint_refusal(pipeline) -> None:
-    hint = refusal_hint(pipeline)
-    if hint:
-        err.print(f"{pipeline.reason_code}: {pipeline.message}\nnext: {hint}", markup=False,
-                  highlight=False)
+def repository_text(url: str, width: int = REPOSITORY_WIDTH) -> str:
+    """``url`` for a list column: without its scheme, and when still longer than ``width``
+    its last ``width - 1`` characters after ``…`` (the repository's name is at the end)."""
+    text = url.split("://", 1)[-1]
+    return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
 @app.command("run")
@@ -146,19 +160,34 @@ def run_pipeline(
             if output is Output.table:
                 err.print(f"Pipeline {started.pipeline_id} {started.state}", markup=False,
                           highlight=False)
-            final = (await wait_pipeline(p, who, started.pipeline_id, timeout=timeout, quiet=quiet)
-                     if wait_end else None)
-            return started, final
+            if not wait_end:
+                return started, None, None
+            try:
+                final = await wait_pipeline(p, who, started.pipeline_id, timeout=timeout,
+                                            quiet=quiet)
+            except CliError as failed:  # started, then the wait failed (timeout, no reply)
+                return started, None, failed
+            return started, final, None
 
-    started, final = asyncio.run(body())
+    started, final, wait_failed = asyncio.run(body())
+    if wait_failed is not None:
+        if output is not Output.json:
+            raise wait_failed
+        # Keep the started Pipeline's id in the one JSON document, beside the error.
+        print_error(wait_failed)
+        print_json({"start": as_dict(started), "pipeline": None, **error_document(wait_failed)})
+        raise typer.Exit(wait_failed.exit_code)
+    refused = refusal_error(final) if final is not None else None
     if output is Output.json:
-        print_json({"start": as_dict(started), "pipeline": as_dict(final) if final else None})
+        # The keys scripts already read, plus {"error": …} when refused before any step.
+        print_json({"start": as_dict(started), "pipeline": as_dict(final) if final else None,
+                    **(error_document(refused) if refused else {})})
     elif final is not None:
         print_pipeline(final)
     else:
         out.print(started.pipeline_id)
-    if final is not None:
-        _hint_refusal(final)
+    if refused is not None:
+        print_error(refused)
     raise typer.Exit(pipeline_exit(final) if final is not None else Exit.OK)
 
 
@@ -176,12 +205,14 @@ def show(pipeline_id: str, member: opt.Member = None, project: opt.Project = Non
             return await get_pipeline(p, who, pipeline_id)
 
     pipeline = asyncio.run(body())
+    refused = refusal_error(pipeline) if wait_end else None
     if output is Output.json:
-        print_json(as_dict(pipeline))
+        print_json({**as_dict(pipeline), **(error_document(refused) if refused else {})})
     else:
         print_pipeline(pipeline)
+    if refused is not None:
+        print_error(refused)
     if wait_end:
-        _hint_refusal(pipeline)
         raise typer.Exit(pipeline_exit(pipeline))
 
 
@@ -235,11 +266,12 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
     from rich.table import Table
 
     table = Table(title=f"Pipelines of {who.project}", title_justify="left")
-    for column in ("pipeline", "branch", "state", "steps", "created"):
+    for column in ("pipeline", "repository", "branch", "state", "reason", "steps", "created"):
         table.add_column(column)
     for p in reply.pipelines:
-        table.add_row(p.pipeline_id, p.branch, p.state,
-                      " → ".join(f"{s.action}:{s.state}" for s in p.steps), timestamp(p.created_at))
+        table.add_row(p.pipeline_id, repository_text(p.repository_url), p.branch, p.state,
+                      p.reason_code, " → ".join(f"{s.action}:{s.state}" for s in p.steps),
+                      timestamp(p.created_at))
     print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
         out.print(f"more: --page-token {reply.page.next_page_token}")

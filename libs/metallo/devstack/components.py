@@ -74,9 +74,14 @@ def slurm_lab_running() -> bool:
 
 
 def common_env(layout: Layout, options: Options) -> dict[str, str]:
-    """Settings every service reads."""
+    """Settings every service reads. ``dev up`` checked autovacuum while migrating
+    (``prepare.migrate_all``) and said so once: the services' own migrations at start
+    do not repeat it."""
+    from metallo.persistence.migrations import AUTOVACUUM_CHECKED_ENV
+
     return {
         "PYTHONUNBUFFERED": "1",
+        AUTOVACUUM_CHECKED_ENV: "1",
         "METALLO_AMQP_URL": options.amqp_url,
         "METALLO_TOPOLOGY_PREFIX": options.topology_prefix,
         "METALLO_GOVERNANCE_FILE": str(REPO_ROOT / "examples" / "governance.yaml"),

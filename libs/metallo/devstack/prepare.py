@@ -56,19 +56,29 @@ SERVICE_DATABASES = ("site_coordination", "workload_portfolio", "execution_core"
                      "pipeline_coordination")
 
 
-async def migrate_all() -> list[str]:
-    """Migrate the database of every service present in this checkout; their names."""
-    from metallo.persistence.engine import database_url
-    from metallo.persistence.migrations import migrate
+async def migrate_all(say=print) -> list[str]:
+    """Migrate the database of every service present in this checkout; their names.
 
-    done = []
-    for service in ("site_coordination", "workload_portfolio", "execution_core",
-                    "pipeline_coordination"):
+    Autovacuum is checked on each database, but a warning is said once through ``say``
+    for all of them (not once per service); the services the stack then starts are told
+    not to repeat it (``components.common_env``).
+    """
+    from metallo.persistence.engine import database_url
+    from metallo.persistence.migrations import autovacuum_is_on, autovacuum_warning, migrate
+
+    done, without_autovacuum = [], []
+    for service in SERVICE_DATABASES:
         migrations = REPO_ROOT / "services" / service / "migrations"
         if not (migrations / "env.py").exists() or not runnable(service):
             continue
-        await migrate(database_url(service), migrations)
+        url = database_url(service)
+        await migrate(url, migrations, check_autovacuum=False)
         done.append(service)
+        if not await autovacuum_is_on(url):
+            without_autovacuum.append(service)
+    if without_autovacuum:
+        say(f"warning: {autovacuum_warning('the services update')} (databases of "
+            f"{', '.join(without_autovacuum)})")
     return done
 
 
@@ -164,7 +174,7 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     if fresh:
         say(f"dropping the dev databases: {', '.join(await drop_all())}")
     say("migrating the service databases")
-    migrated = await migrate_all()
+    migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
     notifications = await ensure_notifications_queue(options)
     say(f"notifications queue: {notifications}")

@@ -2,13 +2,17 @@
 
 Each service keeps ``services/<service>/migrations/`` with ``env.py`` calling
 :func:`run_env` and its revisions under ``versions/``. :func:`migrate` creates the
-database when missing and upgrades it to ``head``.
+database when missing, upgrades it to ``head`` and warns when PostgreSQL's
+autovacuum cannot run there — unless told the caller checked already
+(``check_autovacuum=False``, or :data:`AUTOVACUUM_CHECKED_ENV` set by ``metallo dev
+up``, which checks once for the whole stack).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from alembic import command
@@ -19,6 +23,21 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from metallo.persistence.engine import ensure_database
 
 log = logging.getLogger(__name__)
+
+# Set to "1" in a service's environment by a launcher that checked autovacuum itself
+# and told its user (``metallo dev up``): the service's own migration then does not
+# repeat the warning. A service started on its own has it unset and warns.
+AUTOVACUUM_CHECKED_ENV = "METALLO_AUTOVACUUM_CHECKED"
+
+
+def autovacuum_warning(who: str = "this service updates") -> str:
+    """The warning text when autovacuum is off; ``who`` completes "the leases and outbox
+    rows <who> all the time" (e.g. "the services update")."""
+    return ("PostgreSQL's autovacuum is off: the leases and outbox rows "
+            f"{who} all the time leave dead rows and stale statistics behind, and every "
+            "polling pass slows down as they grow (seen: 29,000 dead rows beside 2,000 live "
+            "ones in `runs`). Turn it on (autovacuum = on) or run VACUUM ANALYZE "
+            "regularly — docs/operators.md, PostgreSQL.")
 
 
 def alembic_config(url: str, migrations_dir: Path) -> Config:
@@ -34,22 +53,22 @@ def _upgrade(url: str, migrations_dir: Path, revision: str) -> None:
     command.upgrade(alembic_config(url, migrations_dir), revision)
 
 
-async def migrate(url: str, migrations_dir: Path, revision: str = "head") -> None:
-    """Create the database if needed and upgrade it to ``revision`` (default ``head``).
+async def migrate(url: str, migrations_dir: Path, revision: str = "head", *,
+                  check_autovacuum: bool | None = None) -> None:
+    """Create the database if needed and upgrade it to ``revision`` (default ``head``),
+    then log :func:`autovacuum_warning` when autovacuum cannot run on that database.
 
-    Alembic's runner is synchronous and starts its own event loop in ``env.py``,
-    so it runs in a worker thread.
+    ``check_autovacuum``: None (default) checks unless :data:`AUTOVACUUM_CHECKED_ENV` is
+    "1"; False never checks (the caller did, e.g. once for several databases); True
+    always does. Alembic's runner is synchronous and starts its own event loop in
+    ``env.py``, so it runs in a worker thread.
     """
     await ensure_database(url)
     await asyncio.to_thread(_upgrade, url, Path(migrations_dir), revision)
-    if not await autovacuum_is_on(url):
-        log.warning(
-            "PostgreSQL's autovacuum is off: the leases and outbox rows this service "
-            "updates all the time leave dead rows and stale statistics behind, and every "
-            "polling pass slows down as they grow (seen: 29,000 dead rows beside 2,000 live "
-            "ones in `runs`). Turn it on (autovacuum = on) or run VACUUM ANALYZE "
-            "regularly — docs/operators.md, PostgreSQL."
-        )
+    if check_autovacuum is None:
+        check_autovacuum = os.environ.get(AUTOVACUUM_CHECKED_ENV) != "1"
+    if check_autovacuum and not await autovacuum_is_on(url):
+        log.warning(autovacuum_warning())
 
 
 async def autovacuum_is_on(url: str) -> bool:
