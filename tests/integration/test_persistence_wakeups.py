@@ -114,3 +114,21 @@ async def test_stop_ends_an_idle_wait_at_once(engine):
     await worker.start()
     await until(lambda: worker.passes >= 1)
     await asyncio.wait_for(worker.stop(), 5)
+
+
+async def test_payload_listener_gets_each_payload_and_empty_after_connect(engine):
+    payloads: list[str] = []
+    listener = WakeListener(engine.url, CHANNEL, payloads.append, payload=True)
+    await listener.start()
+    try:
+        await asyncio.wait_for(listener.connected.wait(), 10)
+        assert payloads == [""]  # the look after connecting concerns every worker
+        async with engine.begin() as conn:
+            await conn.execute(text(f"NOTIFY {CHANNEL}, 'plan'"))
+            await conn.execute(text(f"NOTIFY {CHANNEL}, 'supervise'"))
+            await conn.execute(text(f"NOTIFY {CHANNEL}, 'plan'"))  # folded at commit
+        await until(lambda: len(payloads) >= 3)
+        await asyncio.sleep(0.2)
+        assert payloads == ["", "plan", "supervise"]
+    finally:
+        await listener.stop()

@@ -4,6 +4,10 @@ Workers that claim rows with fenced leases (launch workers, supervisors) run
 ``run_once()`` pass after pass; a pass that found nothing due waits
 ``poll_seconds``, or less when :meth:`PollingWorker.wake` is called (a committed
 transaction made work due: ``metallo.persistence.wakeups``) or the worker stops.
+A worker with a ``claim_limit`` also waits after a pass that claimed fewer rows
+than the limit: nothing more was due when it claimed, and whatever became due
+since woke it (or waits for the poll, as after an idle pass). Without it, a busy
+worker fed one row at a time spent one empty claim transaction after each row.
 A failing pass is logged and the loop goes on: the rows, not the loop, hold the
 state.
 """
@@ -31,6 +35,12 @@ class PollingWorker(ABC):
     @abstractmethod
     def poll_seconds(self) -> float:
         """Seconds to wait after a pass that found nothing due."""
+
+    @property
+    def claim_limit(self) -> int | None:
+        """Rows one pass claims at most; None (the default): always pass again after
+        a pass that worked something."""
+        return None
 
     @abstractmethod
     async def run_once(self) -> int:
@@ -66,7 +76,8 @@ class PollingWorker(ABC):
             except Exception:
                 log.exception("%s: pass failed", self.owner)
                 done = 0
-            if done == 0:
+            limit = self.claim_limit
+            if done == 0 or (limit is not None and done < limit):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._nudge.wait(), self.poll_seconds)
                 # Cleared before the next pass: a wake during that pass ends the next wait.

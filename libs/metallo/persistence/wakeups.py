@@ -32,6 +32,9 @@ class WakeListener:
     away are lost, so the callers look once more).
 
     ``on_wake`` must be quick and must not raise (it usually sets an event).
+    With ``payload=True`` it is called with the notification's payload (a str;
+    ``""`` for the look after a (re)connect, which must wake every kind of work),
+    so one channel can wake only the worker a notification concerns.
     A failed connection is retried every ``retry_seconds`` (seconds); polling keeps
     the workers going meanwhile. Raises nothing from :meth:`start` / :meth:`stop`.
     """
@@ -40,13 +43,15 @@ class WakeListener:
         self,
         url: str | URL,
         channel: str,
-        on_wake: Callable[[], None],
+        on_wake: Callable[[], None] | Callable[[str], None],
         *,
         retry_seconds: float = 2.0,
+        payload: bool = False,
     ) -> None:
         self.dsn = driver_dsn(url)
         self.channel = channel
         self.on_wake = on_wake
+        self.payload = payload
         self.retry_seconds = retry_seconds
         self._task: asyncio.Task | None = None
         self.connected = asyncio.Event()
@@ -64,6 +69,15 @@ class WakeListener:
             self._task = None
         self.connected.clear()
 
+    def _notified(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._wake(payload)
+
+    def _wake(self, payload: str) -> None:
+        if self.payload:
+            self.on_wake(payload)  # type: ignore[call-arg]
+        else:
+            self.on_wake()  # type: ignore[call-arg]
+
     async def _run(self) -> None:
         while True:
             try:
@@ -75,9 +89,9 @@ class WakeListener:
             closed = asyncio.Event()
             conn.add_termination_listener(lambda _conn, done=closed: done.set())
             try:
-                await conn.add_listener(self.channel, lambda *_: self.on_wake())
+                await conn.add_listener(self.channel, self._notified)
                 self.connected.set()
-                self.on_wake()  # anything made due while we were not listening
+                self._wake("")  # anything made due while we were not listening
                 await closed.wait()
                 log.warning("LISTEN %s: connection lost; reconnecting", self.channel)
             except (OSError, asyncpg.PostgresError) as exc:

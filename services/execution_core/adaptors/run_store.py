@@ -47,6 +47,15 @@ def _row(r) -> Row | None:
 _NOW = select(func.now())
 _FIND_RUN = select(runs).where(runs.c.run_id == bindparam("w_run_id"))
 _FIND_RUN_FOR_UPDATE = _FIND_RUN.with_for_update()
+_FIND_RUN_AT = select(runs, func.now().label("db_now")).where(
+    runs.c.run_id == bindparam("w_run_id")
+)
+_CURRENT_ATTEMPT = select(attempts).where(attempts.c.attempt_id == bindparam("w_attempt_id"))
+_WAKE_RUN = (
+    update(runs)
+    .where(runs.c.run_id == bindparam("w_run_id"), runs.c.phase != _TERMINAL)
+    .values(next_wake_at=func.now(), version=runs.c.version + 1, updated_at=func.now())
+)
 _ATTEMPTS_OF = (
     select(attempts).where(attempts.c.run_id == bindparam("w_run_id")).order_by(attempts.c.number)
 )
@@ -137,6 +146,21 @@ class SqlRunStore:
         """``SELECT`` the Run by id (``FOR UPDATE`` when asked); None when absent."""
         stmt = _FIND_RUN_FOR_UPDATE if for_update else _FIND_RUN
         return _row((await session.execute(stmt, {"w_run_id": run_id})).first())
+
+    async def find_run_at(
+        self, session: AsyncSession, run_id: str
+    ) -> tuple[Row | None, datetime | None]:
+        """The Run by id and the transaction's ``now()`` in one round trip; (None, None) when absent."""
+        row = _row((await session.execute(_FIND_RUN_AT, {"w_run_id": run_id})).first())
+        if row is None:
+            return None, None
+        return row, row.pop("db_now")
+
+    async def wake_run(self, session: AsyncSession, run_id: str) -> bool:
+        """Make a non-terminal Run due now and bump its version, in one ``UPDATE``
+        (the trigger of migration 0006 then wakes its supervisor). False when the
+        Run is absent or terminal."""
+        return (await session.execute(_WAKE_RUN, {"w_run_id": run_id})).rowcount == 1
 
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
@@ -250,6 +274,10 @@ class SqlRunStore:
         """``SELECT`` the Run's Attempts ordered by ``number``."""
         rows = (await session.execute(_ATTEMPTS_OF, {"w_run_id": run_id})).all()
         return [dict(r._mapping) for r in rows]
+
+    async def find_attempt(self, session: AsyncSession, attempt_id: str) -> Row | None:
+        """``SELECT`` one Attempt by id; None when absent."""
+        return _row((await session.execute(_CURRENT_ATTEMPT, {"w_attempt_id": attempt_id})).first())
 
     async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
         """``SELECT`` the Attempt's Site commands ordered by ``seq``."""

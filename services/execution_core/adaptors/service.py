@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from execution_core.adaptors.messaging import register_events, register_requests
 from execution_core.adaptors.run_store import SqlRunStore
-from execution_core.adaptors.tables import RUNS_DUE_CHANNEL
+from execution_core.adaptors.tables import RUNS_DUE_CHANNEL, RUNS_DUE_PLAN, RUNS_DUE_SUPERVISE
 from execution_core.adaptors.workload_portfolio import PortfolioRevisions
 from execution_core.application.faults import FaultHook, no_fault
 from execution_core.application.launch_worker import LaunchWorker
@@ -29,9 +29,21 @@ from metallo.messaging import (
     Topology,
 )
 from metallo.persistence.engine import session_factory
+from metallo.persistence.polling import PollingWorker
 from metallo.persistence.wakeups import WakeListener
 
 CONTEXT = "execution_core"
+
+
+def wake_for(payload: str, *, planning: PollingWorker, supervision: PollingWorker) -> None:
+    """Wake the worker a runs-due NOTIFY ``payload`` concerns (migration 0006):
+    ``plan`` the launch worker, ``supervise`` the Run Supervisor, anything else
+    (``""`` after a reconnect, trigger 0004's empty payload) both. A worker woken
+    for nothing spends a claim transaction finding nothing (issue 8)."""
+    if payload != RUNS_DUE_SUPERVISE:
+        planning.wake()
+    if payload != RUNS_DUE_PLAN:
+        supervision.wake()
 
 
 @dataclass
@@ -69,7 +81,11 @@ class ExecutionCore:
             self.sessions,
             self.store,
             self.authority,
-            PortfolioRevisions(self.client, timeout=self.settings.workload_query_timeout_seconds),
+            PortfolioRevisions(
+                self.client,
+                timeout=self.settings.workload_query_timeout_seconds,
+                cache_seconds=self.settings.workload_cache_seconds,
+            ),
             self.outbox,
             self.settings,
             fault=self.fault,
@@ -77,13 +93,15 @@ class ExecutionCore:
         self.supervisor = RunSupervisor(
             self.sessions, self.store, self.outbox, self.settings, fault=self.fault
         )
-        # A Run made due (trigger, migration 0004) ends both workers' idle waits.
-        self.wakeups = WakeListener(self.engine.url, RUNS_DUE_CHANNEL, self._wake_workers)
+        # A Run made due (trigger, migrations 0004 and 0006) ends the idle wait of the
+        # worker its phase concerns: 'plan' the launch worker, 'supervise' the supervisor.
+        self.wakeups = WakeListener(
+            self.engine.url, RUNS_DUE_CHANNEL, self._wake_workers, payload=True
+        )
         self._running = Parts()
 
-    def _wake_workers(self) -> None:
-        self.launch_worker.wake()
-        self.supervisor.wake()
+    def _wake_workers(self, payload: str) -> None:
+        wake_for(payload, planning=self.launch_worker, supervision=self.supervisor)
 
     async def start(self) -> None:
         """Start the selected parts (the relay first, so replies can flow)."""

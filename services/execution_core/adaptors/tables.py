@@ -42,6 +42,9 @@ metadata = MetaData()
 
 #: NOTIFY channel of the ``runs_due_notify`` trigger (migration 0004): a Run became due.
 RUNS_DUE_CHANNEL = "execution_core_runs_due"
+# The payloads of RUNS_DUE_CHANNEL (migration 0006): which worker the due Run concerns.
+RUNS_DUE_PLAN = "plan"
+RUNS_DUE_SUPERVISE = "supervise"
 add_messaging_tables(metadata)
 
 

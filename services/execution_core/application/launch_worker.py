@@ -76,6 +76,11 @@ class LaunchWorker(PollingWorker):
         """Seconds to sleep between polls when no launch was due."""
         return self.settings.launch_poll_seconds
 
+    @property
+    def claim_limit(self) -> int:
+        """Runs claimed per pass (``Settings.batch``): a shorter claim waits for a wake-up."""
+        return self.settings.batch
+
     async def run_once(self) -> int:
         """Claim due launches and plan each; return how many were claimed."""
         async with self.sessions() as session, session.begin():

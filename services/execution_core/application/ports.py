@@ -116,6 +116,21 @@ class RunStore(Protocol):
         """The Run row as a dict, or None; ``for_update`` locks it (``FOR UPDATE``)."""
         ...
 
+    async def find_run_at(
+        self, session: AsyncSession, run_id: str
+    ) -> tuple[Row | None, datetime | None]:
+        """The Run row and the transaction's ``now()`` in one read; (None, None) when absent."""
+        ...
+
+    async def wake_run(self, session: AsyncSession, run_id: str) -> bool:
+        """Make a non-terminal Run due now and bump its version (a result arrived);
+        False when it is absent or terminal."""
+        ...
+
+    async def find_attempt(self, session: AsyncSession, attempt_id: str) -> Row | None:
+        """One Attempt row by id, or None."""
+        ...
+
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
     ) -> Row | None:
@@ -196,9 +211,7 @@ class RunStore(Protocol):
         """Record a command's result once: a command that already has an outcome is unchanged."""
         ...
 
-    async def record_sequence(
-        self, session: AsyncSession, command_id: str, sequence: int
-    ) -> None:
+    async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
         """Record the Site stream sequence of a command once (later calls change nothing)."""
         ...
 

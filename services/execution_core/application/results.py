@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.application.ports import RunStore
-from execution_core.domain import states as s
 from metallo.messaging import PoisonMessage
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
@@ -94,17 +93,14 @@ async def apply_result(
             "sequence": event.sequence or None,
         },
     )
-    run = await store.find_run(session, command["run_id"], for_update=True)
-    if run is not None and run["phase"] != s.PHASE_TERMINAL:
-        now = await store.now(session)
-        await store.update_run(session, run["run_id"], run["version"], {"next_wake_at": now})
+    # One UPDATE: due now, version bumped (a supervisor deciding meanwhile must
+    # re-read), nothing for a terminal Run.
+    await store.wake_run(session, command["run_id"])
 
 
 async def apply_appended(
     session: AsyncSession, event: sc.SiteCommandAppended, *, store: RunStore
 ) -> None:
     """Record the stream sequence Site Coordination gave a command (evidence for GetRun)."""
-    command = await store.find_command(session, event.command_id, for_update=True)
-    if command is None or command["sequence"] is not None:
-        return
+    # The UPDATE itself skips an unknown command and a sequence already recorded.
     await store.record_sequence(session, event.command_id, event.sequence)

@@ -32,6 +32,7 @@ class Settings:
     )
     planning_timeout_seconds: float = 3600.0  # after this, a launch still waiting is rejected
     workload_query_timeout_seconds: float = 10.0  # GetWorkloadRevision reply timeout
+    workload_cache_seconds: float = 60.0  # a GetWorkloadRevision reply is reused this long
     batch: int = 20  # Runs claimed per pass
     log_read_seconds: float = 10.0  # a log read without the Site's answer after this is expired
 

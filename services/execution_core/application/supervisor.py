@@ -95,6 +95,11 @@ class RunSupervisor(PollingWorker):
         """Seconds to sleep between polls when no Run was due."""
         return self.settings.supervisor_poll_seconds
 
+    @property
+    def claim_limit(self) -> int:
+        """Runs claimed per pass (``Settings.batch``): a shorter claim waits for a wake-up."""
+        return self.settings.batch
+
     async def run_once(self) -> int:
         """Claim due Runs and take one step for each; return how many were claimed."""
         async with self.sessions() as session, session.begin():
@@ -124,13 +129,13 @@ class RunSupervisor(PollingWorker):
     async def step(self, claim: Claim) -> None:
         """Decide and persist one step of the claimed Run, atomically and fenced."""
         async with self.sessions() as session, session.begin():
-            now = await self.store.now(session)
-            run = await self.store.find_run(session, claim.key)
-            if run is None or run["lease_token"] != claim.token:
+            run, now = await self.store.find_run_at(session, claim.key)
+            if run is None or now is None or run["lease_token"] != claim.token:
                 raise LeaseLost(f"run {claim.key}")
-            attempts = await self.store.attempts_of(session, run["run_id"])
-            current = next(
-                (a for a in attempts if a["attempt_id"] == run["current_attempt_id"]), None
+            current = (
+                await self.store.find_attempt(session, run["current_attempt_id"])
+                if run["current_attempt_id"]
+                else None
             )
             commands = (
                 await self.store.commands_of(session, current["attempt_id"]) if current else []
