@@ -6,9 +6,8 @@ replaced at the message level only:
 - :class:`PortfolioDouble` — a ``workload_portfolio`` CommandServer answering
   ``GetWorkloadRevision`` with fixed revisions;
 - :class:`SiteDouble` — a ``site_coordination`` CommandServer receiving every
-  ``AppendSiteCommand`` and publishing ``SiteCommandAppended`` and
-  ``SiteCommandResultRecorded`` through its own transactional outbox, as Site
-  Coordination does. A ``script`` decides each command's result (or holds it).
+  ``AppendSiteCommand`` and publishing ``SiteCommandResultRecorded`` through its
+  own transactional outbox, as Site Coordination does. A ``script`` decides each command's result (or holds it).
 """
 
 from __future__ import annotations
@@ -191,19 +190,6 @@ class SiteDouble:
             self._sequence[key] += 1
             seq = self._sequence[key]
             self.received.append(cmd)
-            await self.outbox.publish_event(
-                session,
-                sc.SiteCommandAppended(
-                    command_id=cmd.metadata.command_id,
-                    site_id=cmd.site_id,
-                    environment=cmd.environment,
-                    sequence=seq,
-                    kind=cmd.kind,
-                    run_id=cmd.run_id,
-                    attempt_id=cmd.attempt_id,
-                ),
-                aggregate_id=f"stream:{cmd.site_id}",
-            )
             answer = self.script(cmd, self)
             if answer is None:
                 self.held[cmd.metadata.command_id] = cmd

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from metallo.common.v1 import common_pb2
 from metallo.identity.issuer import LabIssuer, generate_key
-from metallo.messaging import Outbox, Topology
+from metallo.messaging import Topology
 from metallo.persistence.engine import session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.edge.app import EdgeSettings
@@ -27,7 +27,6 @@ from site_coordination.adaptors.edge.server import ServeOptions, build_server
 from site_coordination.adaptors.edge.tls import make_dev_certificates
 from site_coordination.adaptors.governance_authority import GovernanceAuthority
 from site_coordination.adaptors.lab_git.app import LabGitSettings
-from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.tables import command_grants
 from site_coordination.adaptors.wiring import build_edge, edge_engine
@@ -136,8 +135,7 @@ class EdgeHarness:
         )
         sessions = session_factory(self.engine)
         async with sessions.begin() as session:
-            stored = await append_command(PostgresSiteStore(session),
-                                          OutboxEvents(Outbox(self.topology), session), cmd)
+            stored = await append_command(PostgresSiteStore(session), cmd)
         return stored.sequence
 
 

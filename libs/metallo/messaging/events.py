@@ -42,6 +42,7 @@ class EventConsumer:
         self._handlers: dict[str, EventHandler] = {}
         self._batch_handlers: dict[str, BatchEventHandler] = {}
         self._routing_keys: list[str] = []
+        self._retired: dict[str, str] = {}  # full name -> routing key
         self._consumer: QueueConsumer | None = None
 
     def on(self, message_type: type[Message]) -> Callable[[EventHandler], EventHandler]:
@@ -71,6 +72,16 @@ class EventConsumer:
 
         return register
 
+    def retire(self, message_type: type[Message]) -> None:
+        """Stop consuming ``message_type``: :meth:`start` unbinds its routing key, and
+        one still queued from before is acked without effect (not parked as poison).
+        For an event this consumer no longer needs (e.g. ``SiteCommandAppended``, ADR 0014).
+        Raises ValueError when ``message_type`` has a handler."""
+        name = full_name(message_type)
+        if name in self._handlers or name in self._batch_handlers:
+            raise ValueError(f"{self.name} has a handler for {name}; it cannot be retired")
+        self._retired[name] = event_routing_key(message_type)
+
     def _register(self, message_type: type[Message]) -> None:
         name = full_name(message_type)
         if name in self._handlers or name in self._batch_handlers:
@@ -85,6 +96,7 @@ class EventConsumer:
             self.topology.event_queue(self.name),
             exchange=self.topology.events_exchange,
             routing_keys=self._routing_keys,
+            retired_keys=list(self._retired.values()),
             handle=self._handle,
             handle_batch=self._handle_batch,
             prefetch=self.prefetch,
@@ -119,6 +131,9 @@ class EventConsumer:
         handler = self._handlers.get(name)
         batch_handler = self._batch_handlers.get(name)
         if handler is None and batch_handler is None:
+            if name in self._retired:
+                log.debug("%s: retired %s dropped", self.name, name)
+                return
             raise PoisonMessage(f"{self.name} has no handler for {name}")
         async with self.sessions() as session, session.begin():
             if not await record_receipt(session, self.name, envelope.message_id, envelope.body):

@@ -72,8 +72,8 @@ def register_requests(
 def register_events(
     consumer: EventConsumer, store: RunStore, *, reads: LogReadStore | None = None
 ) -> None:
-    """Consume Site Coordination's SiteCommandResultRecorded and SiteCommandAppended
-    (results of ``read-log`` commands answer log reads)."""
+    """Consume Site Coordination's SiteCommandResultRecorded (results of ``read-log``
+    commands answer log reads); SiteCommandAppended is retired (ADR 0014)."""
     reads = reads or SqlLogReadStore()
 
     @consumer.on(sc.SiteCommandResultRecorded)
@@ -83,6 +83,5 @@ def register_events(
             return
         await results.apply_result(session, event, store=store)
 
-    @consumer.on(sc.SiteCommandAppended)
-    async def on_appended(session, event):
-        await results.apply_appended(session, event, store=store)
+    # The result event carries the stream sequence too; nothing else here used it.
+    consumer.retire(sc.SiteCommandAppended)

@@ -66,14 +66,6 @@ _COMMANDS_OF = (
 )
 _FIND_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
 _FIND_COMMAND_FOR_UPDATE = _FIND_COMMAND.with_for_update()
-_RECORD_SEQUENCE = (
-    update(site_commands)
-    .where(
-        site_commands.c.command_id == bindparam("w_command_id"),
-        site_commands.c.sequence.is_(None),
-    )
-    .values(sequence=bindparam("v_sequence", type_=site_commands.c.sequence.type))
-)
 _PLANNING = ClaimStatement(
     runs,
     ready=and_(runs.c.phase == _ACCEPTED, runs.c.next_wake_at <= func.now()),
@@ -307,12 +299,6 @@ class SqlRunStore:
             return
         stmt = _record_result_statement(tuple(sorted(values)))
         await session.execute(stmt, {**value_params(values), "w_command_id": command_id})
-
-    async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
-        """``UPDATE site_commands`` set ``sequence`` while it is null."""
-        await session.execute(
-            _RECORD_SEQUENCE, {"w_command_id": command_id, "v_sequence": sequence}
-        )
 
     async def append_transition(self, session: AsyncSession, values: Row) -> None:
         """``INSERT INTO run_transitions`` (one row of the Run's state history)."""

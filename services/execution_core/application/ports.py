@@ -211,10 +211,6 @@ class RunStore(Protocol):
         """Record a command's result once: a command that already has an outcome is unchanged."""
         ...
 
-    async def record_sequence(self, session: AsyncSession, command_id: str, sequence: int) -> None:
-        """Record the Site stream sequence of a command once (later calls change nothing)."""
-        ...
-
     async def list_runs(
         self,
         session: AsyncSession,

@@ -96,11 +96,3 @@ async def apply_result(
     # One UPDATE: due now, version bumped (a supervisor deciding meanwhile must
     # re-read), nothing for a terminal Run.
     await store.wake_run(session, command["run_id"])
-
-
-async def apply_appended(
-    session: AsyncSession, event: sc.SiteCommandAppended, *, store: RunStore
-) -> None:
-    """Record the stream sequence Site Coordination gave a command (evidence for GetRun)."""
-    # The UPDATE itself skips an unknown command and a sequence already recorded.
-    await store.record_sequence(session, event.command_id, event.sequence)

@@ -37,9 +37,8 @@ def _aggregate(stream: StreamKey) -> str:
     return f"site-stream:{stream.site_id}:{stream.environment}"
 
 
-async def append_command(store: SiteStore, events: EventPublisher,
-                         command: sc_pb2.AppendSiteCommand) -> StoredCommand:
-    """Append ``command`` to its stream with the next sequence; publish ``SiteCommandAppended``.
+async def append_command(store: SiteStore, command: sc_pb2.AppendSiteCommand) -> StoredCommand:
+    """Append ``command`` to its stream with the next sequence (no event: ADR 0014).
 
     Idempotent by ``metadata.command_id``: the same input returns the stored
     command; a different input raises :class:`Conflict` ``idempotency-conflict``.
@@ -76,14 +75,8 @@ async def append_command(store: SiteStore, events: EventPublisher,
         return existing
     stored = await store.append_command(new, request_hash)
     await store.notify(stored.stream)
-    await events.publish(
-        sc_pb2.SiteCommandAppended(
-            command_id=stored.command_id, site_id=stored.stream.site_id,
-            environment=stored.stream.environment, sequence=stored.sequence,
-            kind=stored.kind, run_id=stored.run_id, attempt_id=stored.attempt_id,
-        ),
-        aggregate_id=_aggregate(stored.stream),
-    )
+    # No SiteCommandAppended (ADR 0014): its one consumer never used the sequence,
+    # which SiteCommandResultRecorded carries; the AppendSiteCommand reply has it too.
     return stored
 
 
