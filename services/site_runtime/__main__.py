@@ -8,7 +8,7 @@ Every option has an environment equivalent (seed 000 composition names):
 itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECTORY``,
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
-``RUNTIME_LOCAL_MAX_ACTIVE``, ``REPOSITORY_CA_FILE``.
+``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
 
 The slurm executor is imported from ``site_runtime.adaptors.slurm_executor`` only
 with ``--executor slurm``; it reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
@@ -105,6 +105,7 @@ def build_local_executor(args: argparse.Namespace, env: Mapping[str, str], edge:
         grace_seconds=float(_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
         staging_seconds=_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
         max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 0) or 0,
+        release_delay_seconds=float(_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
         repository_ca_file=Path(env["REPOSITORY_CA_FILE"])
         if env.get("REPOSITORY_CA_FILE")
         else (Path(args.ca) if args.ca else None),

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from site_coordination.adaptors.tables import site_commands
+from site_coordination.adaptors.tables import repository_grants, site_commands
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.adaptors.journal import SqliteDeliveryJournal
 from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
@@ -164,6 +164,9 @@ class Runtime:
                 max_active=self.max_active,
                 repository_ca_file=self.edge.ca_file,
                 poll_seconds=self.poll_seconds,
+                # No supervision pass runs here: releases go with the observe that ends
+                # a stage (production batches them for a second, RUNTIME_LOCAL_RELEASE_SECONDS).
+                release_delay_seconds=0.0,
             ),
             self.jobs,
             authority=self.client,
@@ -237,6 +240,21 @@ async def edge_result(edge, sequence: int) -> dict[str, Any] | None:
             )
         ).scalar_one()
     return json.loads(raw) if raw else None
+
+
+async def released_grants(edge, *, seconds: float = 10.0) -> list:
+    """The edge's repository grants (grant_id, direction, revoked_at) once every one is
+    revoked — the local executor releases within ``release_delay_seconds``, in one
+    request with the others — or as they are after ``seconds``."""
+    for _ in range(int(seconds / 0.05)):
+        async with edge.engine.connect() as conn:
+            rows = (await conn.execute(select(
+                repository_grants.c.grant_id, repository_grants.c.direction,
+                repository_grants.c.revoked_at))).all()
+        if rows and all(r.revoked_at is not None for r in rows):
+            break
+        await asyncio.sleep(0.05)
+    return rows
 
 
 def stage_rows(state: Path, attempt_id: str) -> dict[str, sqlite3.Row]:

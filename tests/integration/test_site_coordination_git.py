@@ -162,3 +162,42 @@ async def test_backends_that_answered_are_left_to_exit_not_killed(edge, tmp_path
         assert code == 0, out
     await asyncio.sleep(0.5)  # let every watcher thread report its child
     assert not [r for r in caplog.records if "Unknown child process" in r.getMessage()]
+
+
+async def test_several_grants_are_revoked_in_one_request_with_an_answer_each(edge, tmp_path):
+    """``POST /v1/repository-grants/revocations`` (ADR 0014): the local Runtime's batch."""
+    git = Git(edge, tmp_path)
+    await _seed_repository(edge, git, "demo.git")
+    await edge.append("prepare", payload=prepare_payload(git.url("demo.git")))
+    mine = edge.client(await edge.grant())
+    await mine.get("/v1/commands/next")
+    stage_in, stage_out = await _grant(mine, "stage-in"), await _grant(mine, "stage-out")
+    other = edge.client(await edge.grant(environment="k8s"))
+
+    ids = [stage_in["grant_id"], "rg-unknown", stage_out["grant_id"]]
+    r = await other.post("/v1/repository-grants/revocations", json={"grant_ids": ids})
+    assert r.status_code == 200
+    assert r.json()["results"] == {
+        stage_in["grant_id"]: "forbidden", "rg-unknown": "not-found",
+        stage_out["grant_id"]: "forbidden",
+    }
+    creds = {"user": stage_in["username"], "password": stage_in["token"]}
+    assert (await git.run("clone", "-q", git.url("demo.git"), "still", **creds))[0] == 0
+
+    r = await mine.post("/v1/repository-grants/revocations", json={"grant_ids": ids})
+    assert r.json()["results"] == {
+        stage_in["grant_id"]: "revoked", "rg-unknown": "not-found",
+        stage_out["grant_id"]: "revoked",
+    }
+    for grant in (stage_in, stage_out):
+        code, out = await git.run("clone", "-q", git.url("demo.git"), f"after-{grant['direction']}",
+                                  user=grant["username"], password=grant["token"])
+        assert code != 0 and "Authentication failed" in out
+    again = await mine.post("/v1/repository-grants/revocations", json={"grant_ids": ids[:1]})
+    assert again.json()["results"] == {stage_in["grant_id"]: "revoked"}  # idempotent
+
+    # Bounded input: nothing, too many or a malformed id is refused and revokes nothing.
+    for body in ({"grant_ids": []}, {"grant_ids": [f"rg-{i}" for i in range(101)]},
+                 {"grant_ids": ["x" * 129]}, {"grant_ids": "rg-1"}):
+        r = await mine.post("/v1/repository-grants/revocations", json=body)
+        assert r.status_code == 422, (body, r.text)

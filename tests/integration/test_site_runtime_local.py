@@ -23,6 +23,7 @@ from tests.integration.site_runtime_support import (
     live_group_members,
     new_runtime,
     observe_until,
+    released_grants,
     seed_repository,
     stage_rows,
 )
@@ -74,12 +75,7 @@ async def test_whole_lifecycle_clones_runs_commits_and_pushes(edge, runtime, tmp
     assert pre == "pre\n"
 
     # Every repository grant was released; every stage ran exactly once.
-    async with edge.engine.connect() as conn:
-        grants = (
-            await conn.execute(
-                select(repository_grants.c.direction, repository_grants.c.revoked_at)
-            )
-        ).all()
+    grants = await released_grants(edge)
     assert sorted(g.direction for g in grants) == ["stage-in", "stage-out"]
     assert all(g.revoked_at is not None for g in grants)
     rows = stage_rows(runtime.state, "att-1")
@@ -198,8 +194,7 @@ async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtim
     assert rows["compute"]["state"] == "cancelled" and "stage-out" not in rows
     again = await observe_until(runtime, edge, "att-1", {"cancelled"})
     assert again["observation"]["phase"] == "cancelled"
-    async with edge.engine.connect() as conn:
-        revoked = (await conn.execute(select(repository_grants.c.revoked_at))).scalars().all()
+    revoked = [g.revoked_at for g in await released_grants(edge)]
     assert revoked and all(r is not None for r in revoked)
 
 
@@ -298,8 +293,7 @@ async def test_start_authorises_and_gets_its_stage_in_grant_in_one_request(
     done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
     assert done["observation"]["phase"] == "succeeded"
     assert "issue stage-in" not in counting.calls and "issue stage-out" in counting.calls
-    async with edge.engine.connect() as conn:
-        revoked = (await conn.execute(select(repository_grants.c.revoked_at))).scalars().all()
+    revoked = [g.revoked_at for g in await released_grants(edge)]
     assert len(revoked) == 2 and all(revoked)  # stage-in and stage-out, both released
 
 
@@ -335,9 +329,6 @@ async def test_a_failure_after_the_combined_grant_leaves_no_grant_unrevoked(edge
     assert (await runtime.handle(start))["outcome"] == "succeeded"
     done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
     assert done["observation"]["phase"] == "succeeded"
-    async with edge.engine.connect() as conn:
-        grants = (await conn.execute(
-            select(repository_grants.c.direction, repository_grants.c.revoked_at)
-        )).all()
+    grants = await released_grants(edge)
     assert sorted(g.direction for g in grants) == ["stage-in", "stage-in", "stage-out"]
     assert all(g.revoked_at is not None for g in grants)

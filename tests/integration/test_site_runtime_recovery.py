@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from site_coordination.adaptors.tables import repository_grants, site_commands
+from site_coordination.adaptors.tables import site_commands
 from tests.integration.site_runtime_support import (
     Crash,
     bare_git,
@@ -30,6 +30,7 @@ from tests.integration.site_runtime_support import (
     live_group_members,
     new_runtime,
     observe_until,
+    released_grants,
     seed_repository,
     stage_rows,
 )
@@ -357,12 +358,7 @@ async def test_kill_between_grant_and_process_relaunches_once_and_revokes_the_fi
         rows = stage_rows(b.state, "att-1")
         assert rows["stage-in"]["launches"] == 1 and rows["stage-in"]["grant_id"] != crashing.issued
         assert runner_starts(b.state, "stage-in") == 1
-        async with edge.engine.connect() as conn:
-            grants = (
-                await conn.execute(
-                    select(repository_grants.c.grant_id, repository_grants.c.revoked_at)
-                )
-            ).all()
+        grants = await released_grants(edge)
         assert len(grants) == 3  # the lost stage-in grant, the new one, stage-out
         assert all(g.revoked_at is not None for g in grants)
     finally:

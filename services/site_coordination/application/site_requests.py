@@ -27,7 +27,7 @@ from site_coordination.domain.authorisation import (
     decide_read,
     decide_repository_grant,
 )
-from site_coordination.domain.errors import Forbidden, NotFound
+from site_coordination.domain.errors import Forbidden, Invalid, NotFound
 from site_coordination.domain.grants import CommandGrant, check_scope
 from site_coordination.domain.streams import StreamKey, check_identifier
 
@@ -169,6 +169,38 @@ async def revoke_repository_grant(store: SiteStore, source_control: SourceContro
     if record.revoked_at is None:
         await source_control.revoke(record.provider_ref)
         await store.revoke_repository_grant(grant_id)
+
+
+#: Grants one revocation request may name (bounded input; the Runtime sends fewer).
+MAX_REVOCATIONS = 100
+
+
+async def revoke_repository_grants(store: SiteStore, source_control: SourceControl,
+                                   grant: CommandGrant, grant_ids: list[str]) -> dict[str, str]:
+    """Revoke several repository grants of the caller's stream in one transaction
+    (seed 000: each staging job's access is revoked after it ends; the Runtime sends
+    the releases of a second or so at once). Idempotent per id.
+
+    Returns ``{grant_id: "revoked" | "not-found" | "forbidden"}`` — one id's answer
+    never stops the others (``revoked`` also for one revoked before). Raises
+    :class:`~site_coordination.domain.errors.Invalid` ``invalid-argument`` for a
+    malformed id or more than :data:`MAX_REVOCATIONS` ids (nothing is revoked then).
+    """
+    if not 1 <= len(grant_ids) <= MAX_REVOCATIONS:
+        raise Invalid("invalid-argument", f"name 1 to {MAX_REVOCATIONS} grant ids")
+    for grant_id in grant_ids:
+        check_identifier("grant_id", grant_id)
+    answers: dict[str, str] = {}
+    for grant_id in dict.fromkeys(grant_ids):  # once each, in the order given
+        try:
+            await revoke_repository_grant(store, source_control, grant, grant_id)
+        except NotFound:
+            answers[grant_id] = "not-found"
+        except Forbidden:
+            answers[grant_id] = "forbidden"
+        else:
+            answers[grant_id] = "revoked"
+    return answers
 
 
 async def issue_member_token(store: SiteStore, authority: ProjectAuthority,

@@ -243,6 +243,36 @@ class EdgeClient:
             if refused.status != 404:
                 raise
 
+    async def release_many(self, grant_ids: list[str]) -> dict[str, str]:
+        """``POST /v1/repository-grants/revocations`` for up to 100 grants at once →
+        ``{grant_id: "revoked" | "not-found" | "forbidden"}`` (ids missing from the
+        answer were not revoked). An older edge without that route (404/405) gets one
+        ``DELETE`` per grant instead. Raises EdgeUnavailable; EdgeRefused for a
+        malformed request."""
+        try:
+            response = await self._request(
+                "POST",
+                "/v1/repository-grants/revocations",
+                json={"grant_ids": grant_ids},
+                unavailable_code="repository-unavailable",
+            )
+        except EdgeRefused as refused:
+            if refused.status not in (404, 405):
+                raise
+            answers: dict[str, str] = {}
+            for grant_id in grant_ids:
+                try:
+                    await self.release(grant_id)
+                except EdgeRefused as one:
+                    answers[grant_id] = "forbidden" if one.status == 403 else one.code
+                else:
+                    answers[grant_id] = "revoked"
+            return answers
+        results = _json(response).get("results")
+        if not isinstance(results, dict):
+            raise EdgeUnavailable("the revocation answer has no results", "repository-unavailable")
+        return {str(k): str(v) for k, v in results.items() if k in grant_ids}
+
     # ------------------------------------------------------------------ read permits
     async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
         """``POST /v1/authorisations/read`` → the permit (seed 001, Private reads).

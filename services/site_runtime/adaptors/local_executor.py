@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from site_runtime.adaptors.grant_releases import GrantReleases
 from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
 from site_runtime.adaptors.local_processes import StageProcesses, tail
 from site_runtime.adaptors.stage_wakeups import StageWakeups
@@ -73,7 +74,9 @@ class LocalSettings:
     ``max_wall_seconds``: the Site's compute limit (None: no limit);
     ``max_active``: Attempts in stage-in/compute/stage-out at once (more: ``runtime-busy``);
     ``launch_timeout_seconds``: a launched runner that has not claimed its stage after
-    this long is launched once more (the claim file prevents a second effect).
+    this long is launched once more (the claim file prevents a second effect);
+    ``release_delay_seconds``: an ended stage's repository grant is released within
+    this long, together with the others ended meanwhile (:mod:`.grant_releases`).
     """
 
     workspace_root: Path
@@ -86,6 +89,7 @@ class LocalSettings:
     author_email: str = "metallo@localhost"
     poll_seconds: float = 0.5
     launch_timeout_seconds: float = 10.0
+    release_delay_seconds: float = 1.0
     base_path: str = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -112,7 +116,21 @@ class LocalExecutor:
         self._wakeups: StageWakeups | None = None
         self._pass_done = asyncio.Event()  # set after every supervision pass
         self._edge_combines_grants = True  # False after an older edge refused the field
+        self.releases = GrantReleases(
+            journal, grants, delay_seconds=settings.release_delay_seconds
+        )
         Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    @property
+    def grants(self) -> RepositoryGrants:
+        """The repository-grants port (replacing it also replaces the releases')."""
+        return self._grants
+
+    @grants.setter
+    def grants(self, value: RepositoryGrants) -> None:
+        self._grants = value
+        if hasattr(self, "releases"):
+            self.releases.grants = value
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
         return self._locks.setdefault(attempt_id, asyncio.Lock())
@@ -123,6 +141,7 @@ class LocalExecutor:
         not wait for an observe: at once when a runner reports its end on the wake socket
         (``<workspace_root>/wake.sock``, ADR 0012), at the latest every ``poll_seconds``."""
         if self._task is None:
+            self.releases.schedule()  # grants a previous run left unreleased
             if self._wakeups is None:
                 self._wakeups = StageWakeups(Path(self.settings.workspace_root) / "wake.sock")
             self._task = asyncio.create_task(self._supervise())
@@ -188,6 +207,7 @@ class LocalExecutor:
                     attempt_id,
                     type(error).__name__,
                 )
+        await self.releases.flush_when_due()
 
     # ================================================================ commands
     async def prepare(self, command: SiteCommand) -> CommandResult:
@@ -324,7 +344,10 @@ class LocalExecutor:
                 )
             if row.state not in TERMINAL and row.state != "prepared":
                 await self._advance(row, raise_deferrals=False)
-            return self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+            result = self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+        # Due releases go now too (a Runtime without a supervision pass still releases).
+        await self.releases.flush_when_due()
+        return result
 
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Stop the Attempt: TERM the running stage's process group, KILL it after the
@@ -737,14 +760,10 @@ class LocalExecutor:
         return True
 
     async def _release_grants(self, attempt_id: str) -> None:
-        """Release every grant of a finished stage (recorded per stage, retried)."""
-        for stage_row in self.journal.stages(attempt_id):
-            if (
-                stage_row.grant_id
-                and not stage_row.grant_released
-                and stage_row.state not in ("launching", "running")
-            ):
-                await self._release(attempt_id, stage_row.stage, stage_row.grant_id)
+        """The Attempt's ended stages' grants are recorded unreleased in the journal;
+        the supervision pass releases them with any others within
+        ``release_delay_seconds`` (one request for many, :class:`GrantReleases`)."""
+        self.releases.schedule()
 
     async def _stop_stage(self, row: AttemptRow) -> None:
         """TERM the active stage's runner (it stops its step's process group: TERM, grace,

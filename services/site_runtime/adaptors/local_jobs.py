@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS stages (
     finished_at TEXT,
     PRIMARY KEY (attempt_id, stage)
 );
+-- The grants still to release (a handful at most; the journal keeps every stage ever run).
+CREATE INDEX IF NOT EXISTS stages_unreleased ON stages (attempt_id)
+    WHERE grant_id IS NOT NULL AND grant_released = 0;
 CREATE TABLE IF NOT EXISTS results (
     command_id TEXT PRIMARY KEY,
     result_json TEXT NOT NULL,
@@ -287,6 +290,17 @@ class LocalJobsJournal:
             "UPDATE stages SET grant_released = 1 WHERE attempt_id = ? AND stage = ?",
             (attempt_id, stage),
         )
+
+    def unreleased_grants(self, limit: int) -> list[tuple[str, str, str]]:
+        """Up to ``limit`` (attempt_id, stage, grant_id) of ended stages whose grant is
+        not released yet (a launching or running stage still needs its grant)."""
+        rows = self._conn.execute(
+            "SELECT attempt_id, stage, grant_id FROM stages "
+            "WHERE grant_id IS NOT NULL AND grant_released = 0 "
+            "AND state NOT IN ('launching', 'running') LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [(r["attempt_id"], r["stage"], r["grant_id"]) for r in rows]
 
     def running(self, attempt_id: str, stage: str, pid: int, start_ticks: int | None) -> None:
         """The stage's runner is ``pid`` started at ``start_ticks`` (set again when a

@@ -54,3 +54,8 @@ class RepositoryGrants(Protocol):
     async def release(self, grant_id: str) -> None:
         """Revoke it; an unknown grant counts as released."""
         ...
+
+    async def release_many(self, grant_ids: list[str]) -> dict[str, str]:
+        """Revoke up to 100 at once → ``{grant_id: "revoked" | "not-found" |
+        "forbidden"}``; an id missing from the answer was not revoked."""
+        ...

@@ -356,6 +356,20 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                                                         grant, grant_id)
         return Response(status_code=204)
 
+    @router.post("/repository-grants/revocations",
+                 response_model=s.RepositoryGrantRevocationResults,
+                 tags=["repository grants"])
+    async def revoke_repository_grants(request: Request, body: s.RepositoryGrantRevocations):
+        """Revoke up to 100 repository grants of the caller's stream in one transaction;
+        each id gets its own answer (idempotent)."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            results = await site_requests.revoke_repository_grants(
+                store, svc.source_control(session), grant, body.grant_ids)
+        return s.RepositoryGrantRevocationResults(results=results)
+
     @router.post("/attempts/{attempt_id}/member-token", response_model=s.MemberToken,
                  status_code=201, tags=["identity"])
     async def member_token(request: Request,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
 Short = Annotated[str, Field(min_length=1, max_length=256)]
@@ -178,6 +178,21 @@ class RepositoryGrantRequest(_Strict):
     """A request for a Run-scoped repository credential (``stage-in`` or ``stage-out``)."""
 
     direction: Literal["stage-in", "stage-out"]
+
+
+class RepositoryGrantRevocations(_Strict):
+    """Repository grants of the caller's stream to revoke at once (1 to 100 ids)."""
+
+    grant_ids: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
+        min_length=1, max_length=100
+    )
+
+
+class RepositoryGrantRevocationResults(BaseModel):
+    """Each named grant's answer: ``revoked`` (now or before), ``not-found`` or ``forbidden``
+    (another stream's)."""
+
+    results: dict[str, Literal["revoked", "not-found", "forbidden"]]
 
 
 class MemberToken(BaseModel):
