@@ -62,10 +62,14 @@ async def test_only_committed_messages_are_published_in_aggregate_order(ledger_e
         assert [s for acc, s in rows if acc == "a"] == list(range(1, 21))
         assert [s for acc, s in rows if acc == "b"] == list(range(1, 21))
         assert not [r for r in rows if r[0] == "rolled-back"]
-        assert await dispatch_states(ledger_engine) == {"done": 40}
+        await wait_for(lambda: states_are(ledger_engine, {"done": 40}))  # settled ≤ linger later
     finally:
         await relay.stop()
         await consumer.stop()
+
+
+async def states_are(engine, expected: dict[str, int]) -> bool:
+    return await dispatch_states(engine) == expected
 
 
 async def count_effects_is(engine, n: int) -> bool:
@@ -252,7 +256,7 @@ async def test_two_relays_lose_nothing_and_inbox_absorbs_duplicates(ledger_engin
         rows = await effect_rows(ledger_engine, "pair")
         for account in ("p", "q", "r"):
             assert [s for a, s in rows if a == account] == list(range(1, 31))
-        assert await dispatch_states(ledger_engine) == {"done": 90}
+        await wait_for(lambda: states_are(ledger_engine, {"done": 90}))
     finally:
         for relay in relays:
             await relay.stop()
@@ -424,3 +428,52 @@ async def test_an_idle_relay_prunes_on_its_own(ledger_engine, amqp_url, topology
 async def _count_rows(engine, table: str, *, expect: int) -> bool:
     async with engine.connect() as conn:
         return (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one() == expect
+
+
+async def leased_pending(engine) -> int:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(
+            "SELECT count(*) FROM outbox_dispatch WHERE state = 'pending' "
+            "AND lease_token IS NOT NULL"))).scalar_one()
+
+
+async def test_a_deferred_batch_is_settled_by_the_next_claim_or_by_settle(
+    ledger_engine, amqp_url, topology
+):
+    """``run_once(defer_settle=True)`` leaves a batch confirmed whole leased and pending;
+    the next claim's transaction marks it ``done``, and so does :meth:`settle`."""
+    consumer = effect_recorder("settle", ledger_engine, amqp_url, topology)
+    await consumer.start()
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
+    try:
+        await write_events(ledger_engine, topology, "z", [1])
+        assert await relay.run_once(defer_settle=True) == 1
+        assert await leased_pending(ledger_engine) == 1  # published, not yet done
+        await write_events(ledger_engine, topology, "z", [2])  # same aggregate: next in line
+        assert await relay.run_once(defer_settle=True) == 1  # claimable: the first is done
+        assert await dispatch_states(ledger_engine) == {"done": 1, "pending": 1}
+        assert await relay.run_once(defer_settle=True) == 0  # nothing new, but it settles
+        assert await dispatch_states(ledger_engine) == {"done": 2}
+        await write_events(ledger_engine, topology, "z", [3])
+        assert await relay.run_once(defer_settle=True) == 1
+        await relay.settle()
+        assert await dispatch_states(ledger_engine) == {"done": 3}
+        await wait_for(lambda: count_effects_is(ledger_engine, 3))
+        assert [s for _, s in await effect_rows(ledger_engine, "settle")] == [1, 2, 3]
+    finally:
+        await relay.stop()
+        await consumer.stop()
+
+
+async def test_stop_settles_the_batch_that_waits(ledger_engine, amqp_url, topology):
+    consumer = effect_recorder("stopsettle", ledger_engine, amqp_url, topology)
+    await consumer.start()  # a bound queue: the events are routable
+    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
+    try:
+        await write_events(ledger_engine, topology, "y", [1, 2])
+        assert await relay.run_once(defer_settle=True) == 2
+        assert await leased_pending(ledger_engine) == 2
+        await relay.stop()  # else they would go out again once their lease ended
+        assert await dispatch_states(ledger_engine) == {"done": 2}
+    finally:
+        await consumer.stop()

@@ -5,6 +5,13 @@ Loop: claim a batch of publishable rows under a fenced lease → publish each
 aggregates concurrently) → mark the confirmed ones ``done`` (only while the lease
 is still ours) and the failed ones for a retry with exponential backoff.
 
+The background loop marks a batch that was confirmed whole ``done`` in the *next*
+claim's transaction when that claim comes within ``settle_linger_seconds`` (a burst:
+one transaction per batch instead of two), else on its own after that wait. Until
+then the rows stay leased, so no relay claims them or their aggregate's later rows;
+a crash in between republishes them once the lease ends (at least once, as always:
+consumers keep inbox receipts). Failures and skipped rows are settled at once.
+
 Claiming: a row is publishable when it is ``pending``, due, its lease is free,
 and it is the oldest pending row of its aggregate (the *head*). The batch also
 takes up to 100 of each head's followers: once a relay locks and leases an
@@ -198,6 +205,7 @@ class OutboxRelay:
         reply_dead_after: int = 3,
         keep_published_seconds: float = 7 * 86400,
         prune_every_seconds: float = 3600.0,
+        settle_linger_seconds: float = 0.1,
     ):
         self.engine = engine
         self.amqp_url = amqp_url
@@ -210,7 +218,10 @@ class OutboxRelay:
         self.reply_dead_after = reply_dead_after
         self.keep_published_seconds = keep_published_seconds
         self.prune_every_seconds = prune_every_seconds
+        self.settle_linger_seconds = settle_linger_seconds
         self._next_prune = 0.0  # monotonic time; the first cycle prunes
+        # Confirmed rows whose ``done`` waits for the next claim: (pks, lease token).
+        self._unsettled: tuple[list[int], uuid.UUID] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         # LISTEN/NOTIFY only shortens the idle wait; the rows are the truth.
@@ -236,6 +247,10 @@ class OutboxRelay:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
+        try:
+            await self.settle()  # else they go out again once their lease ends
+        except Exception as exc:
+            log.warning("outbox: settling the last batch failed (%s); it is republished later", exc)
         await self._disconnect()
 
     def wake(self) -> None:
@@ -257,7 +272,12 @@ class OutboxRelay:
                 await self._sleep(delay)
                 continue
             try:
-                published = await self.run_once()
+                published = await self.run_once(defer_settle=True)
+                if published < self.batch and self._unsettled is not None:
+                    # A wake-up soon: the next claim settles this batch too.
+                    if await self._woken_within(self.settle_linger_seconds):
+                        continue
+                    await self.settle()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -268,6 +288,25 @@ class OutboxRelay:
             if published < self.batch:
                 await self._prune_when_due()
                 await self._sleep(self.poll_seconds)
+
+    async def _woken_within(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a wake-up; True (and cleared) when one came."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        except TimeoutError:
+            return False
+        self._wake.clear()
+        return True
+
+    async def settle(self) -> None:
+        """Mark the confirmed batch that waits for the next claim ``done`` now (no-op
+        when none waits). Raises the database's error; the batch then keeps waiting."""
+        if self._unsettled is None:
+            return
+        pks, token = self._unsettled
+        async with self.engine.begin() as conn:
+            await conn.execute(_DONE, {"pks": pks, "token": token})
+        self._unsettled = None
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -330,11 +369,19 @@ class OutboxRelay:
         except Exception as exc:  # retention must never stop publishing
             log.warning("outbox: pruning published rows failed (%s); next try in %.0f s", exc, self.prune_every_seconds)
 
-    async def run_once(self) -> int:
-        """Claim, publish and settle one batch; return how many rows were confirmed."""
+    async def run_once(self, *, defer_settle: bool = False) -> int:
+        """Claim, publish and settle one batch; return how many rows were confirmed.
+
+        A batch that waits to be settled (``defer_settle`` of the previous call) is
+        marked ``done`` in this claim's transaction. With ``defer_settle``, a batch
+        confirmed whole is left for the next claim or :meth:`settle`.
+        """
         await self._connect()
         token = uuid.uuid4()
+        unsettled = self._unsettled
         async with self.engine.begin() as conn:
+            if unsettled is not None:
+                await conn.execute(_DONE, {"pks": unsettled[0], "token": unsettled[1]})
             result = await conn.execute(
                 _CLAIM,
                 {
@@ -346,6 +393,8 @@ class OutboxRelay:
                 },
             )
             rows = [_Row(*r) for r in result.all()]
+        if unsettled is not None:
+            self._unsettled = None  # committed with this claim
         if not rows:
             return 0
         by_aggregate: dict[str, list[_Row]] = defaultdict(list)
@@ -355,6 +404,9 @@ class OutboxRelay:
         done = [pk for ok, _failed, _skipped in outcomes for pk in ok]
         failed = [f for _ok, fails, _skipped in outcomes for f in fails]
         skipped = [pk for _ok, _failed, skips in outcomes for pk in skips]
+        if defer_settle and not failed and not skipped:
+            self._unsettled = (done, token)
+            return len(done)
         async with self.engine.begin() as conn:
             if done:
                 await conn.execute(_DONE, {"pks": done, "token": token})
