@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Self
 
 import aio_pika
+import pytest
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.message import Message
 
@@ -117,3 +118,18 @@ class StandIn:
     def names(self) -> list[str]:
         """Message names received, in order."""
         return [m.DESCRIPTOR.name for m in self.received]
+
+
+@pytest.fixture(autouse=True)
+def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
+    """Member, Project and broker namespace for every CLI call; no config file
+    (autouse in the test modules that import it)."""
+    monkeypatch.setenv("METALLO_MEMBER", "m-alice")
+    monkeypatch.setenv("METALLO_PROJECT", "demo")
+    monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)
+    monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
+    monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "5")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr("metallo.cli.progress.POLL_SECONDS", 0.05)
+

@@ -14,22 +14,14 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import Rejected, Topology
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
-from tests.unit.cli_support import StandIn, cli, run_cli
+from tests.unit.cli_support import (
+    StandIn,
+    cli,
+    cli_environment,  # noqa: F401 - autouse fixture
+    run_cli,
+)
 
 RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000001"
-
-
-@pytest.fixture(autouse=True)
-def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
-    """Member, Project and broker namespace for every CLI call; no config file."""
-    monkeypatch.setenv("METALLO_MEMBER", "m-alice")
-    monkeypatch.setenv("METALLO_PROJECT", "demo")
-    monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)
-    monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
-    monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
-    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "5")
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setattr("metallo.cli.progress.POLL_SECONDS", 0.05)
 
 
 def a_run(phase: str = "terminal", outcome: str = "succeeded", run_id: str = RUN_ID) -> ec.Run:

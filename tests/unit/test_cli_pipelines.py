@@ -10,24 +10,15 @@ import pytest
 
 from metallo.messaging import Topology
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
-from tests.unit.cli_support import StandIn, cli
+from tests.unit.cli_support import (
+    StandIn,
+    cli,
+    cli_environment,  # noqa: F401 - autouse fixture
+)
 
 REPO = "https://git.example/demo.git"
 RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000001"
 OWNERS = ("pipeline_coordination", "execution_core")
-
-
-@pytest.fixture(autouse=True)
-def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
-    """Member, Project and broker namespace for every CLI call; no config file."""
-    monkeypatch.setenv("METALLO_MEMBER", "m-alice")
-    monkeypatch.setenv("METALLO_PROJECT", "demo")
-    monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)
-    monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
-    monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
-    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "5")
-    monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setattr("metallo.cli.progress.POLL_SECONDS", 0.05)
 
 
 @pytest.fixture
