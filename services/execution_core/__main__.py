@@ -26,6 +26,7 @@ from execution_core.adaptors.governance_authority import GovernanceAuthority
 from execution_core.adaptors.service import ExecutionCore
 from execution_core.application.settings import Settings
 from metallo.governance import GovernanceFile
+from metallo.log_setup import configure_logging
 from metallo.messaging import Topology
 from metallo.persistence.engine import create_engine, database_url
 from metallo.persistence.migrations import migrate
@@ -35,7 +36,7 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 async def main() -> None:
     """Migrate, start every part, wait for a stop signal, stop."""
-    logging.basicConfig(level=os.environ.get("METALLO_LOG_LEVEL", "INFO"))
+    configure_logging()
     url = database_url("execution_core")
     await migrate(url, MIGRATIONS)
     engine = create_engine(url)

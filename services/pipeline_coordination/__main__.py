@@ -26,6 +26,8 @@ import signal
 import sys
 from pathlib import Path
 
+from metallo.log_setup import configure_logging
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,10 +70,7 @@ async def serve() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``serve`` (default) or ``migrate``; return the exit status (2: unknown command)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(
-        level=os.environ.get("METALLO_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging()
     command = args[0] if args else "serve"
     if command == "serve":
         asyncio.run(serve())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import typer
 
+from metallo.log_setup import configure_logging
 from site_coordination.adaptors.edge.app import create_app
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -202,7 +203,7 @@ async def serve_forever() -> None:
 @cli.command("serve")
 def serve() -> None:
     """Run Site Coordination: migrations, command consumer, outbox relay, HTTPS edge."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging()
     asyncio.run(serve_forever())
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from metallo.log_setup import configure_logging
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.adaptors.journal import SqliteDeliveryJournal
 from site_runtime.application.delivery import JournalMismatch
@@ -191,9 +192,11 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     except SettingsError as error:
         print(f"site_runtime: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    try:
+        configure_logging(args.log_level)
+    except ValueError as error:
+        print(f"site_runtime: {error}", file=sys.stderr)
+        return 2
     # httpx logs each request line at INFO; URLs carry no secret, but keep the log quiet.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

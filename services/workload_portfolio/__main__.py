@@ -15,6 +15,8 @@ import signal
 import sys
 from pathlib import Path
 
+from metallo.log_setup import configure_logging
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 log = logging.getLogger("workload_portfolio")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ``check`` prints the actions of an ``actions.yaml`` (1: invalid); 2: bad usage.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     command = args[0] if args else "serve"
     if command == "serve":
         asyncio.run(serve())
