@@ -74,3 +74,45 @@ def test_a_repository_ca_file_is_the_only_ca_git_trusts(tmp_path):
     ca_path = Path(env["GIT_SSL_CAPATH"])
     assert ca_path.is_dir() and not any(ca_path.iterdir())
     assert ca_path.stat().st_mode & 0o777 == 0o700
+
+
+def test_stage_out_pushes_after_stage_in_of_an_lfs_history(tmp_path):
+    """A Pipeline hand-off: the input commit holds model.bin v2 on top of v1 (both LFS).
+    Stage-in pulls only v2; stage-out must still push the step's new commit (a reviewer
+    found `git lfs push` walking the whole history when no remote-tracking ref existed)."""
+    import os
+    import time
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
+    lfs = ["-c", "filter.lfs.clean=git-lfs clean -- %f",
+           "-c", "filter.lfs.process=git-lfs filter-process", "-c", "filter.lfs.required=true"]
+
+    def sh(*args: str, cwd: Path) -> str:
+        return subprocess.run(args, cwd=cwd, check=True, env=env, capture_output=True,
+                              text=True).stdout.strip()
+
+    remote, src = tmp_path / "remote.git", tmp_path / "src"
+    sh("git", "init", "-q", "--bare", str(remote), cwd=tmp_path)
+    sh("git", "init", "-q", str(src), cwd=tmp_path)
+    (src / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+    for version in (1, 2):
+        (src / "model.bin").write_bytes(os.urandom(5000))
+        sh("git", *lfs, "add", "-A", cwd=src)
+        sh("git", "commit", "-qm", f"model v{version}", cwd=src)
+    url = f"file://{remote}"
+    sh("git", "lfs", "push", "--all", url, cwd=src)
+    sh("git", "push", "-q", "--no-verify", url, "HEAD:refs/heads/main", cwd=src)
+    commit = sh("git", "rev-parse", "HEAD", cwd=src)
+
+    r = runner(tmp_path)
+    r.spec.update(stage="stage-in", message="outputs",
+                  repository={"url": url, "commit": commit, "branch": "main"})
+    r.deadline = time.monotonic() + 120
+    assert r.stage_in() == {"exit_code": 0}, (tmp_path / "stage.log").read_text()
+    repo = Path(r.spec["repo_dir"])
+    assert (repo / "model.bin").read_bytes() == (src / "model.bin").read_bytes()  # v2, smudged
+    (repo / "metrics.txt").write_text("0.9\n")
+    out = r.stage_out()
+    assert out["exit_code"] == 0, (out, (tmp_path / "stage.log").read_text()[-800:])
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == out["output_commit"]

@@ -297,7 +297,12 @@ class Runner:
         # has, and asking for one object skips the ref listing (one HTTP request and
         # one upload-pack fewer per Run). An older server refuses unadvertised objects:
         # then every branch is fetched, as a commit on no branch still fails below.
-        rc, _ = self.git("fetch", "-q", "--no-tags", "origin", commit)
+        # The commit becomes origin/<branch>: `git lfs push` at stage-out uploads only
+        # what no remote-tracking ref reaches (without one it walked the whole history
+        # and failed on the earlier LFS versions that stage-in never pulled).
+        rc, _ = self.git(
+            "fetch", "-q", "--no-tags", "origin", f"+{commit}:refs/remotes/origin/{info['branch']}"
+        )
         if rc != 0:
             rc, _ = self.git(
                 "fetch", "-q", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*"
