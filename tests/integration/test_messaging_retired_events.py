@@ -1,4 +1,5 @@
-"""A consumer that retires an event type unbinds it and drops what is still queued
+"""A consumer that retires an event type drops it — queued before or published after —
+without parking it as poison, and keeps it routable for an older publisher
 (EventConsumer.retire; ADR 0014: Execution Core no longer consumes SiteCommandAppended)."""
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ async def queued(amqp_url: str, name: str) -> int:
         return q.declaration_result.message_count
 
 
-async def test_retire_unbinds_and_drops_what_is_still_queued(ledger_engine, amqp_url, topology):
+async def test_retire_drops_what_is_queued_and_what_comes_and_keeps_it_routable(
+    ledger_engine, amqp_url, topology
+):
     seen: list[int] = []
     old = EventConsumer("retiring", ledger_engine, amqp_url, topology)
 
@@ -59,15 +62,19 @@ async def test_retire_unbinds_and_drops_what_is_still_queued(ledger_engine, amqp
     new.retire(tk.Deposited)
     with pytest.raises(ValueError, match="cannot be retired"):
         old.retire(tk.Deposited)
+    with pytest.raises(ValueError, match="cannot also handle"):
+        new.on(tk.Deposited)(deposited)
     await new.start()
     try:
+        # An older publisher's event stays routable (an unroutable one would hold up
+        # its aggregate in that publisher's outbox) and is dropped like the queued one.
+        assert await publish_deposited(amqp_url, topology, 2)
         for _ in range(100):
             if await queued(amqp_url, queue) == 0:
                 break
             await asyncio.sleep(0.05)
         assert await queued(amqp_url, queue) == 0  # acked without effect…
         assert await queued(amqp_url, f"{queue}.dlq") == 0  # …not parked as poison
-        assert not await publish_deposited(amqp_url, topology, 2)  # unbound: unroutable
     finally:
         await new.stop()
     assert seen == []

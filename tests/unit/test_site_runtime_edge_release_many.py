@@ -46,11 +46,18 @@ async def test_an_older_edge_gets_one_delete_per_grant():
             return httpx.Response(403, json={"error": {"code": "grant-wrong-environment"}})
         if request.url.path.endswith("/rg-3"):
             return httpx.Response(404, json={"error": {"code": "repository-grant-not-found"}})
+        if request.url.path.endswith("/rg-4"):
+            return httpx.Response(401, json={"error": {"code": "credential-unknown"}})
         return httpx.Response(204)
 
-    answers = await client_with(handler).release_many(["rg-1", "rg-2", "rg-3"])
+    client = client_with(handler)
+    answers = await client.release_many(["rg-1", "rg-2", "rg-3", "rg-4"])
+    # rg-4 was refused for another reason: not revoked, so not answered (asked again later).
     assert answers == {"rg-1": "revoked", "rg-2": "forbidden", "rg-3": "revoked"}
-    assert seen[1:] == [("DELETE", f"/v1/repository-grants/rg-{i}") for i in (1, 2, 3)]
+    assert seen[1:] == [("DELETE", f"/v1/repository-grants/rg-{i}") for i in (1, 2, 3, 4)]
+    seen.clear()
+    assert await client.release_many(["rg-1"]) == {"rg-1": "revoked"}
+    assert seen == [("DELETE", "/v1/repository-grants/rg-1")]  # the older edge is remembered
 
 
 async def test_a_malformed_request_is_refused_not_retried_one_by_one():

@@ -122,3 +122,52 @@ async def test_an_older_port_releases_one_by_one(journal):
     releases.schedule()
     assert await releases.flush_when_due() == 2
     assert grants.released == ["rg-1"] and unreleased(journal) == set()
+
+
+class PickyGrants(BatchGrants):
+    """Refuses any batch naming ``bad`` (as an edge whose provider cannot revoke it)."""
+
+    def __init__(self, bad: str) -> None:
+        super().__init__()
+        self.bad = bad
+
+    async def release_many(self, grant_ids: list[str]) -> dict[str, str]:
+        self.calls.append(list(grant_ids))
+        if self.unavailable:
+            raise EdgeUnavailable("edge down", "repository-unavailable")
+        if self.bad in grant_ids:
+            raise EdgeRefused(422, "invalid-argument", "cannot revoke")
+        return {g: "revoked" for g in grant_ids}
+
+
+async def test_one_grant_the_edge_refuses_does_not_hold_back_the_others(journal):
+    grants = PickyGrants(bad="rg-2")
+    releases = GrantReleases(journal, grants, delay_seconds=0)  # type: ignore[arg-type]
+    for i in (1, 2, 3):
+        ended_stage(journal, f"a{i}", "stage-in", f"rg-{i}")
+    releases.schedule()
+    assert await releases.flush_when_due() == 2  # the batch, then one at a time
+    assert unreleased(journal) == {"rg-2"}
+    assert grants.calls[0] == ["rg-1", "rg-2", "rg-3"]  # journal order
+
+
+async def test_an_unreachable_edge_is_not_asked_once_per_grant(journal):
+    grants = PickyGrants(bad="none")
+    grants.unavailable = True
+    releases = GrantReleases(journal, grants, delay_seconds=0)  # type: ignore[arg-type]
+    for i in (1, 2, 3):
+        ended_stage(journal, f"a{i}", "stage-in", f"rg-{i}")
+    releases.schedule()
+    assert await releases.flush_when_due() == 0
+    assert len(grants.calls) == 2  # the batch and the first single one, then it stops
+    assert unreleased(journal) == {"rg-1", "rg-2", "rg-3"}
+
+
+async def test_flush_sends_what_waits_before_it_is_due(journal):
+    grants = BatchGrants()
+    releases = GrantReleases(journal, grants, delay_seconds=60)  # type: ignore[arg-type]
+    ended_stage(journal, "a1", "stage-out", "rg-1")
+    releases.schedule()
+    assert await releases.flush_when_due() == 0  # due in a minute
+    assert await releases.flush() == 1  # a graceful stop sends it now
+    assert unreleased(journal) == set()

@@ -131,7 +131,6 @@ class QueueConsumer:
         *,
         exchange: str,
         routing_keys: list[str],
-        retired_keys: list[str] | None = None,
         handle: Handler,
         handle_batch: BatchHandler | None = None,
         prefetch: int = 64,
@@ -147,7 +146,6 @@ class QueueConsumer:
         self.queue_name = queue
         self.exchange_name = exchange
         self.routing_keys = routing_keys
-        self.retired_keys = list(retired_keys or ())
         self.handle = handle
         self.handle_batch = handle_batch
         self.prefetch = prefetch
@@ -173,12 +171,7 @@ class QueueConsumer:
         broker = make_broker(self.amqp_url, prefetch=self.prefetch)
         await broker.connect()
         queue = await declare_consumer_queue(
-            broker,
-            self.topology,
-            self.queue_name,
-            self.exchange_name,
-            self.routing_keys,
-            retired_keys=self.retired_keys,
+            broker, self.topology, self.queue_name, self.exchange_name, self.routing_keys
         )
         self._queue, self._broker = queue, broker
         self._workers = [asyncio.create_task(self._lane(q)) for q in self._lanes]
@@ -362,12 +355,8 @@ async def declare_consumer_queue(
     queue: str,
     exchange: str,
     routing_keys: list[str],
-    *,
-    retired_keys: list[str] | None = None,
 ):
-    """Declare ``queue`` (durable) with its ``.retry`` and ``.dlq``, bind it to ``exchange``
-    with ``routing_keys`` and unbind ``retired_keys`` (bindings an older version of the
-    consumer made: a durable queue keeps them across restarts); return the queue."""
+    """Declare ``queue`` (durable) with its ``.retry`` and ``.dlq``, bind it to ``exchange``; return it."""
     ex = await broker.declare_exchange(topic_exchange(exchange))
     main = await broker.declare_queue(durable_queue(queue))
     await broker.declare_queue(
@@ -376,7 +365,5 @@ async def declare_consumer_queue(
     await broker.declare_queue(durable_queue(f"{queue}.dlq"))
     for key in routing_keys:
         await main.bind(ex, routing_key=key)
-    for key in retired_keys or ():
-        await main.unbind(ex, routing_key=key)
     topology.declared_queues.update({queue, f"{queue}.retry", f"{queue}.dlq"})
     return main

@@ -73,19 +73,24 @@ class EventConsumer:
         return register
 
     def retire(self, message_type: type[Message]) -> None:
-        """Stop consuming ``message_type``: :meth:`start` unbinds its routing key, and
-        one still queued from before is acked without effect (not parked as poison).
-        For an event this consumer no longer needs (e.g. ``SiteCommandAppended``, ADR 0014).
-        Raises ValueError when ``message_type`` has a handler."""
+        """Stop handling ``message_type`` (e.g. ``SiteCommandAppended``, ADR 0014): its
+        routing key stays bound, so a message an older publisher still sends stays
+        routable — an unroutable event would hold up its whole aggregate in that
+        publisher's outbox — and each one is acked without effect instead of being
+        parked as poison. Raises ValueError when ``message_type`` has a handler."""
         name = full_name(message_type)
         if name in self._handlers or name in self._batch_handlers:
             raise ValueError(f"{self.name} has a handler for {name}; it cannot be retired")
-        self._retired[name] = event_routing_key(message_type)
+        if name not in self._retired:
+            self._retired[name] = event_routing_key(message_type)
+            self._routing_keys.append(self._retired[name])
 
     def _register(self, message_type: type[Message]) -> None:
         name = full_name(message_type)
         if name in self._handlers or name in self._batch_handlers:
             raise ValueError(f"{self.name} already has a handler for {name}")
+        if name in self._retired:
+            raise ValueError(f"{self.name} retired {name}; it cannot also handle it")
         self._routing_keys.append(event_routing_key(message_type))
 
     async def start(self) -> None:
@@ -96,7 +101,6 @@ class EventConsumer:
             self.topology.event_queue(self.name),
             exchange=self.topology.events_exchange,
             routing_keys=self._routing_keys,
-            retired_keys=list(self._retired.values()),
             handle=self._handle,
             handle_batch=self._handle_batch,
             prefetch=self.prefetch,

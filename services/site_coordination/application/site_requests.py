@@ -191,7 +191,7 @@ async def revoke_repository_grants(store: SiteStore, source_control: SourceContr
     for grant_id in grant_ids:
         check_identifier("grant_id", grant_id)
     answers: dict[str, str] = {}
-    for grant_id in dict.fromkeys(grant_ids):  # once each, in the order given
+    for grant_id in sorted(set(grant_ids)):  # once each; one lock order for every caller
         try:
             await revoke_repository_grant(store, source_control, grant, grant_id)
         except NotFound:

@@ -14,6 +14,7 @@ seed 004 §4B; seed 000, composition).
 
 from __future__ import annotations
 
+import logging
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 from site_runtime.application.ports import SiteCommand
 from site_runtime.application.site_access import RepositoryGrant
+
+log = logging.getLogger(__name__)
 
 GRANT_PREFIX = "psb_"
 MAX_GRANT_BYTES = 4096
@@ -65,6 +68,7 @@ class EdgeClient:
             follow_redirects=False,
             timeout=settings.timeout_seconds,
         )
+        self._edge_revokes_many = True  # False once an older edge lacked the batch route
 
     def __repr__(self) -> str:
         return f"EdgeClient({self.settings.base_url!r})"
@@ -246,9 +250,11 @@ class EdgeClient:
     async def release_many(self, grant_ids: list[str]) -> dict[str, str]:
         """``POST /v1/repository-grants/revocations`` for up to 100 grants at once →
         ``{grant_id: "revoked" | "not-found" | "forbidden"}`` (ids missing from the
-        answer were not revoked). An older edge without that route (404/405) gets one
-        ``DELETE`` per grant instead. Raises EdgeUnavailable; EdgeRefused for a
-        malformed request."""
+        answer were not revoked: ask again later). An older edge without that route
+        (404/405, remembered) gets one ``DELETE`` per grant instead. Raises
+        EdgeUnavailable; EdgeRefused for a refused request."""
+        if not self._edge_revokes_many:
+            return await self._release_one_by_one(grant_ids)
         try:
             response = await self._request(
                 "POST",
@@ -259,19 +265,27 @@ class EdgeClient:
         except EdgeRefused as refused:
             if refused.status not in (404, 405):
                 raise
-            answers: dict[str, str] = {}
-            for grant_id in grant_ids:
-                try:
-                    await self.release(grant_id)
-                except EdgeRefused as one:
-                    answers[grant_id] = "forbidden" if one.status == 403 else one.code
-                else:
-                    answers[grant_id] = "revoked"
-            return answers
+            log.warning("the Site edge has no batch revocation route; one request per grant")
+            self._edge_revokes_many = False
+            return await self._release_one_by_one(grant_ids)
         results = _json(response).get("results")
         if not isinstance(results, dict):
             raise EdgeUnavailable("the revocation answer has no results", "repository-unavailable")
         return {str(k): str(v) for k, v in results.items() if k in grant_ids}
+
+    async def _release_one_by_one(self, grant_ids: list[str]) -> dict[str, str]:
+        """One ``DELETE`` per grant; a grant refused for another reason than 403 (another
+        stream's) is left out of the answer, so it is asked for again later."""
+        answers: dict[str, str] = {}
+        for grant_id in grant_ids:
+            try:
+                await self.release(grant_id)  # a 404 counts as released
+            except EdgeRefused as refused:
+                if refused.status == 403:
+                    answers[grant_id] = "forbidden"
+            else:
+                answers[grant_id] = "revoked"
+        return answers
 
     # ------------------------------------------------------------------ read permits
     async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,8 @@ class GrantReleases:
 
     ``delay_seconds`` (≥ 0) bounds how long a release waits for others to join it.
     Uses ``grants.release_many`` when the port has it, else one ``release`` per grant.
-    Never raises from :meth:`flush_when_due`: failures are logged and retried.
+    Never raises from :meth:`flush_when_due` or :meth:`flush`: failures are logged and
+    retried.
     """
 
     def __init__(
@@ -57,21 +58,29 @@ class GrantReleases:
         now = asyncio.get_running_loop().time()
         if self._due is None or now < self._due:
             return 0
+        return await self.flush()
+
+    async def flush(self) -> int:
+        """Send every waiting release now (up to :data:`BATCH`); return how many were
+        released. A refused or failed batch is retried one grant at a time, so one
+        grant the edge cannot revoke does not hold back the others."""
+        now = asyncio.get_running_loop().time()
         self._due = None
         pending = self.journal.unreleased_grants(BATCH)
         if not pending:
             return 0
+        ids = [grant_id for _, _, grant_id in pending]
         try:
-            answers = await self._release([grant_id for _, _, grant_id in pending])
+            answers = await self._release(ids)
         except (EdgeUnavailable, EdgeRefused) as error:
-            log.warning(
-                "releasing %d repository grants failed (%s); retried in %.0f s",
-                len(pending),
-                type(error).__name__,
-                RETRY_SECONDS,
-            )
-            self._due = now + RETRY_SECONDS
-            return 0
+            answers = await self._one_by_one(ids) if len(ids) > 1 else {}
+            if not answers:
+                log.warning(
+                    "releasing %d repository grants failed (%s); retried in %.0f s",
+                    len(pending),
+                    type(error).__name__,
+                    RETRY_SECONDS,
+                )
         released = 0
         for attempt_id, stage, grant_id in pending:
             answer = answers.get(grant_id)
@@ -82,9 +91,23 @@ class GrantReleases:
                 log.warning("attempt %s: the %s grant is not this Site's", attempt_id, stage)
             self.journal.grant_released(attempt_id, stage)
             released += 1
-        if len(pending) == BATCH or released < len(pending):
-            self._due = now + (self.delay_seconds if released else RETRY_SECONDS)
+        if len(pending) == BATCH and released == len(pending):
+            self._due = now  # more wait: go on at the next pass
+        elif released < len(pending):
+            self._due = now + RETRY_SECONDS
         return released
+
+    async def _one_by_one(self, grant_ids: list[str]) -> dict[str, str]:
+        """Each grant alone; stops at the first unreachable edge (the rest wait)."""
+        answers: dict[str, str] = {}
+        for grant_id in grant_ids:
+            try:
+                answers.update(await self._release([grant_id]))
+            except EdgeRefused:
+                continue  # this one stays; the others go on
+            except EdgeUnavailable:
+                break
+        return answers
 
     async def _release(self, grant_ids: list[str]) -> dict[str, str]:
         release_many = getattr(self.grants, "release_many", None)
@@ -95,9 +118,9 @@ class GrantReleases:
             try:
                 await self.grants.release(grant_id)
             except EdgeRefused as refused:
-                if refused.status != 403:
-                    raise
-                answers[grant_id] = "forbidden"
+                if getattr(refused, "status", None) == 403:
+                    answers[grant_id] = "forbidden"
+                # any other refusal: left out, asked again later
             else:
                 answers[grant_id] = "revoked"
         return answers

@@ -155,7 +155,8 @@ class LocalExecutor:
         self.processes.close()
 
     async def stop_supervision(self) -> None:
-        """Stop advancing (running stage processes are left running, by design)."""
+        """Stop advancing (running stage processes are left running, by design) and send
+        the releases still waiting, so a graceful stop leaves no ended stage's grant live."""
         if self._task is not None:
             self._task.cancel()
             try:
@@ -163,6 +164,7 @@ class LocalExecutor:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        await self.releases.flush()
 
     async def _slot_free(self) -> bool:
         """Whether fewer than ``max_active`` Attempts are active, waiting up to

@@ -297,7 +297,7 @@ class LocalJobsJournal:
         rows = self._conn.execute(
             "SELECT attempt_id, stage, grant_id FROM stages "
             "WHERE grant_id IS NOT NULL AND grant_released = 0 "
-            "AND state NOT IN ('launching', 'running') LIMIT ?",
+            "AND state NOT IN ('launching', 'running') ORDER BY rowid LIMIT ?",
             (limit,),
         ).fetchall()
         return [(r["attempt_id"], r["stage"], r["grant_id"]) for r in rows]
