@@ -64,3 +64,21 @@ async def test_cache_seconds_zero_asks_every_time():
     await revisions.get("demo", "m-alice", "w1", 3)
     await revisions.get("demo", "m-alice", "w1", 3)
     assert len(client.asked) == 2
+
+
+async def test_each_caller_gets_its_own_spec():
+    client = FakeClient()
+    revisions = PortfolioRevisions(client, cache_seconds=60)  # type: ignore[arg-type]
+    first = await revisions.get("demo", "m-alice", "w1", 3)
+    first.spec["command"].append("changed")
+    again = await revisions.get("demo", "m-alice", "w1", 3)
+    assert again.spec == {"command": ["true"]} and len(client.asked) == 1
+
+
+def test_the_cache_can_be_turned_off_from_the_environment():
+    from execution_core.application.settings import Settings
+
+    off = Settings.from_env({"METALLO_EXECUTION_CORE_WORKLOAD_CACHE_SECONDS": "0"})
+    assert off.workload_cache_seconds == 0
+    with pytest.raises(ValueError, match="must be positive"):
+        Settings.from_env({"METALLO_EXECUTION_CORE_BATCH": "0"})

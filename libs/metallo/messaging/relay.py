@@ -274,6 +274,7 @@ class OutboxRelay:
             try:
                 published = await self.run_once(defer_settle=True)
                 if published < self.batch and self._unsettled is not None:
+                    await self._prune_when_due()  # a steady flow may never leave the linger
                     # A wake-up soon: the next claim settles this batch too.
                     if await self._woken_within(self.settle_linger_seconds):
                         continue

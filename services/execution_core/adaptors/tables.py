@@ -160,7 +160,7 @@ site_commands = Table(
     Column("environment", Text, nullable=False),
     Column("payload", JSONB, nullable=False),
     _now_column("created_at"),
-    Column("sequence", BigInteger),  # the Site stream's number, once appended
+    Column("sequence", BigInteger),  # the Site stream's number, once its result is recorded
     Column("outcome", Text),  # succeeded | refused, once the result is recorded
     Column("code", Text),
     Column("result", JSONB),

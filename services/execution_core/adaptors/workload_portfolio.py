@@ -14,6 +14,8 @@ from governance at every planning. Refusals and failures are never kept.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 
 from cachetools import TTLCache
@@ -57,10 +59,11 @@ class PortfolioRevisions:
         """
         key = (project, member, workload_id, revision)
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
-            return hit
+            return _own(hit)
         facts = await self._fetch(project, member, workload_id, revision)
         if self._cache is not None:
             self._cache[key] = facts
+            return _own(facts)
         return facts
 
     async def _fetch(
@@ -100,3 +103,8 @@ class PortfolioRevisions:
             spec=spec,
             spec_digest=reply.spec_digest,
         )
+
+
+def _own(facts: RevisionFacts) -> RevisionFacts:
+    """A copy with its own spec: a caller changing it cannot change the cached one."""
+    return dataclasses.replace(facts, spec=copy.deepcopy(facts.spec))

@@ -13,6 +13,9 @@ from dataclasses import dataclass, fields
 
 from execution_core.domain.lifecycle import Timing
 
+#: Settings for which 0 means "off" (0 s: every GetWorkloadRevision asks anew).
+_ZERO_ALLOWED = frozenset({"workload_cache_seconds"})
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -56,7 +59,7 @@ class Settings:
             if raw is None:
                 continue
             value = int(raw) if f.type in ("int", int) else float(raw)
-            if value <= 0:
+            if value < 0 or (value == 0 and f.name not in _ZERO_ALLOWED):
                 raise ValueError(f"METALLO_EXECUTION_CORE_{f.name.upper()} must be positive")
             values[f.name] = value
         return cls(**values)
