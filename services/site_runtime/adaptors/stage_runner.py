@@ -53,6 +53,9 @@ case "$1" in
 esac
 """
 POLL_SECONDS = 0.1
+#: Waits (seconds) before each new try of a failed push: a Git server restarting or
+#: briefly unreachable must not throw away a finished compute's results.
+PUSH_RETRY_SECONDS = (2.0, 5.0, 10.0, 20.0, 40.0)
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
 #: ``git init --template`` (one process). Constant text, never a user value. The LFS
 #: filters are what ``git lfs install --local --skip-repo`` writes (that command
@@ -247,6 +250,31 @@ class Runner:
             "GIT_CONFIG_VALUE_1": "false",
         }
 
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, raising :class:`Stopped` at once on cancellation or when
+        the stage's time limit passes."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.cancelled:
+                raise Stopped("cancelled", None)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise Stopped("wall-time-exceeded", None)
+            time.sleep(min(POLL_SECONDS, left))
+
+    def git_retried(self, *args: str) -> int:
+        """``git args``, tried again after each of :data:`PUSH_RETRY_SECONDS` while it
+        fails (within the stage's time limit); the last exit code. Raises
+        :class:`Stopped` on cancellation or wall time."""
+        rc, _ = self.git(*args)
+        for delay in PUSH_RETRY_SECONDS:
+            if rc == 0:
+                break
+            self.note(f"git {args[0]} {args[1] if len(args) > 1 else ''} failed "
+                      f"(exit {rc}); trying again in {delay:g} s")
+            self.pause(delay)
+            rc, _ = self.git(*args)
+        return rc
+
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
         """Run ``git *args`` in the checkout as a step; return (returncode, captured stdout).
 
@@ -370,10 +398,10 @@ class Runner:
         if rc != 0:
             return _exit(rc, "stage-out-failed")
         if self.lfs_files():
-            rc, _ = self.git("lfs", "push", "origin", info["branch"])
+            rc = self.git_retried("lfs", "push", "origin", info["branch"])
             if rc != 0:
                 return _exit(rc, "stage-out-failed")
-        rc, _ = self.git("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{info['branch']}")
+        rc = self.git_retried("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{info['branch']}")
         if rc != 0:
             self.note("pushing the results failed")
             return _exit(rc, "stage-out-failed")

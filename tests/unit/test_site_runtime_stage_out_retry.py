@@ -1,0 +1,80 @@
+"""Stage-out tries a failed push again (a new user restarted the dev stack while a
+Run's stage-out pushed to the lab Git server, and the Run failed for good)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from site_runtime.adaptors import stage_runner
+from site_runtime.adaptors.stage_runner import Runner, Stopped
+
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a",
+       "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
+
+
+def sh(*args: str, cwd: Path) -> str:
+    return subprocess.run(args, cwd=cwd, check=True, env=ENV, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def checked_out(tmp_path: Path) -> tuple[Runner, Path]:
+    remote, src = tmp_path / "remote.git", tmp_path / "src"
+    sh("git", "init", "-q", "--bare", str(remote), cwd=tmp_path)
+    sh("git", "init", "-q", str(src), cwd=tmp_path)
+    (src / "README").write_text("demo\n")
+    sh("git", "add", "-A", cwd=src)
+    sh("git", "commit", "-qm", "first", cwd=src)
+    sh("git", "push", "-q", f"file://{remote}", "HEAD:refs/heads/main", cwd=src)
+    repo, control = tmp_path / "repo", tmp_path / "control"
+    repo.mkdir()
+    control.mkdir()
+    spec = {"repo_dir": str(repo), "log_file": str(tmp_path / "stage.log"), "stage": "stage-in",
+            "author": {"name": "Metallo", "email": "metallo@localhost"}, "message": "outputs",
+            "repository": {"url": f"file://{remote}", "commit": sh("git", "rev-parse", "HEAD",
+                                                                   cwd=src), "branch": "main"}}
+    r = Runner(control, spec, credentials={})
+    r.deadline = time.monotonic() + 60
+    assert r.stage_in() == {"exit_code": 0}
+    return r, remote
+
+
+def test_a_push_that_fails_at_first_is_tried_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (0.3, 0.3, 0.3, 0.3))
+    r, remote = checked_out(tmp_path)
+    (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
+    away = remote.with_name("away.git")
+    remote.rename(away)  # the Git server is gone for a moment…
+    back = threading.Timer(0.5, away.rename, args=(remote,))  # …and back
+    back.start()
+    try:
+        out = r.stage_out()
+    finally:
+        back.join()
+    assert out["exit_code"] == 0 and out["output_commit"]
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == out["output_commit"]
+    assert "trying again in 0.3 s" in (tmp_path / "stage.log").read_text()
+
+
+def test_a_push_that_keeps_failing_fails_the_stage_after_the_last_try(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (0.05, 0.05))
+    r, remote = checked_out(tmp_path)
+    (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
+    remote.rename(remote.with_name("gone.git"))
+    out = r.stage_out()
+    assert out["exit_code"] != 0 and out["code"] == "stage-out-failed"
+    assert (tmp_path / "stage.log").read_text().count("trying again") == 2
+
+
+def test_cancellation_ends_the_wait_between_tries(tmp_path):
+    r, _ = checked_out(tmp_path)
+    threading.Timer(0.2, setattr, args=(r, "cancelled", True)).start()
+    began = time.monotonic()
+    with pytest.raises(Stopped):
+        r.pause(30)
+    assert time.monotonic() - began < 5
