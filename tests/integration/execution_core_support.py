@@ -130,6 +130,7 @@ def result(
     cmd: sc.AppendSiteCommand,
     outcome: str = "succeeded",
     code: str | None = None,
+    message: str | None = None,
     **observation: Any,
 ) -> dict:
     """A result JSON as docs/site-commands.md describes it."""
@@ -140,7 +141,7 @@ def result(
         "command_id": cmd.metadata.command_id,
         "outcome": outcome,
         "code": code,
-        "message": None,
+        "message": message,
         "native_jobs": jobs,
         "observation": observation or None,
     }

@@ -169,6 +169,22 @@ async def test_retries_exhausted_end_failed_with_the_last_reason(make_stack):
     assert done.outcome == "failed" and done.attempts == 2
 
 
+async def test_a_refused_prepare_explains_itself_in_get_run(make_stack):
+    """GetRun's reason_message carries the Site's words (a new user saw only
+    ``invalid-material``); a Run that succeeded has none."""
+
+    def refuse_prepare(cmd, double):
+        if cmd.kind == "prepare":
+            return result(cmd, "refused", "invalid-material",
+                          message="the repository URL is not usable: file:// is not https")
+        return happy_batch(cmd, double)
+
+    stack = await make_stack(script=refuse_prepare)
+    run = await stack.terminal(await stack.launch())
+    assert (run.outcome, run.reason_code) == ("failed", "invalid-material")
+    assert run.reason_message == "the repository URL is not usable: file:// is not https"
+
+
 async def test_planning_rejections_end_the_run_with_stable_codes(make_stack):
     stack = await make_stack()
     missing = await stack.launch("w-missing", 7)
@@ -183,6 +199,7 @@ async def test_planning_rejections_end_the_run_with_stable_codes(make_stack):
     )
     gpu = await stack.terminal(await stack.launch("w-gpu", 1))
     assert gpu.reason_code == "gpu-class-unavailable"
+    assert "h100" in gpu.reason_message  # planning's own words
     (done,) = await stack.wait_events(pb.RunCompleted, missing)
     assert done.reason_code == "workload-revision-not-found"
     assert stack.site.received == []

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,39 @@ async def test_a_failure_after_the_combined_grant_leaves_no_grant_unrevoked(edge
     grants = await released_grants(edge)
     assert sorted(g.direction for g in grants) == ["stage-in", "stage-in", "stage-out"]
     assert all(g.revoked_at is not None for g in grants)
+
+
+def _local_bare_repository(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository at an absolute path with one commit on main; (path, commit)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "s", "GIT_AUTHOR_EMAIL": "s@e",
+           "GIT_COMMITTER_NAME": "s", "GIT_COMMITTER_EMAIL": "s@e"}
+    src, bare = tmp_path / "src", tmp_path / "local.git"
+    for args in (["init", "-q", "-b", "main", str(src)], ["init", "-q", "--bare", str(bare)]):
+        subprocess.run(["git", *args], check=True, env=env, capture_output=True)
+    (src / "README").write_text("local\n")
+    for args in (["add", "-A"], ["commit", "-qm", "one"], ["push", "-q", str(bare), "main"]):
+        subprocess.run(["git", "-C", str(src), *args], check=True, env=env, capture_output=True)
+    return bare, _main_of(bare)
+
+
+def _main_of(bare: Path) -> str:
+    return subprocess.run(["git", "-C", str(bare), "rev-parse", "main"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+async def test_a_repository_given_as_an_absolute_path_runs_without_grants(
+    edge, runtime, tmp_path
+):
+    """What `metallo action run ./repo` records (a new user's Run of one was refused
+    ``invalid-material``): fetched and pushed with the Runtime's own file access."""
+    bare, commit = _local_bare_repository(tmp_path)
+    payload = batch_payload(str(bare), commit, {"shell": "echo result > out.txt"})
+    assert (await runtime.handle(await edge.append("prepare", payload=payload)))["outcome"] == (
+        "succeeded"
+    )
+    assert (await runtime.handle(await edge.append("start")))["outcome"] == "succeeded"
+    done = await observe_until(runtime, edge, "att-1", {"succeeded", "failed"})
+    assert done["observation"]["phase"] == "succeeded", done
+    assert _main_of(bare) == done["observation"]["output_commit"]
+    async with edge.engine.connect() as conn:
+        assert (await conn.execute(select(repository_grants.c.grant_id))).all() == []

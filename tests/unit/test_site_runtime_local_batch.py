@@ -74,6 +74,27 @@ def test_repository_must_be_pinned():
         parse_job(bad)
 
 
+@pytest.mark.parametrize(
+    ("url", "accepted"),
+    [
+        ("https://git.example/demo.git", True),
+        ("file:///srv/git/demo.git", True),
+        ("/srv/git/demo.git", True),  # what `metallo action run ./repo` records
+        ("relative/demo.git", False),
+        ("ssh://git.example/demo.git", False),
+        ("-uhack", False),
+    ],
+)
+def test_repository_url_forms(url, accepted):
+    p = payload()
+    p["repository"]["url"] = url
+    if accepted:
+        assert parse_job(p).repository_url == url
+    else:
+        with pytest.raises(InvalidMaterial, match="absolute path"):
+            parse_job(p)
+
+
 def test_phases_follow_the_stages():
     at = "2026-11-29T11:00:00Z"
     assert observation("prepared", [], at)["phase"] == "prepared"

@@ -262,11 +262,26 @@ async def get_run(
     run = await store.find_run(session, q.run_id)
     if run is None or run["project"] != meta.project:
         raise Rejected(reasons.NOT_FOUND, f"no Run {q.run_id} in Project {meta.project}")
-    return run_message(
+    message = run_message(
         run,
         await store.attempts_of(session, q.run_id),
         await store.transitions_of(session, q.run_id),
     )
+    message.reason_message = await _reason_message(session, store, run)
+    return message
+
+
+async def _reason_message(session: AsyncSession, store: RunStore, run: dict) -> str:
+    """Words for the Run's reason code (a new user met ``invalid-material`` with none):
+    the message of the current Attempt's latest refused command, else the planning
+    message of a Run that planning rejected or keeps waiting; at most 500 characters."""
+    if not run["reason_code"] and not run["planning_wait_code"]:
+        return ""
+    if run["current_attempt_id"]:
+        for command in reversed(await store.commands_of(session, run["current_attempt_id"])):
+            if command["outcome"] == "refused":
+                return str((command["result"] or {}).get("message") or "")[:500]
+    return (run["planning_error"] or "")[:500]
 
 
 def _encode_token(at: datetime, run_id: str) -> str:

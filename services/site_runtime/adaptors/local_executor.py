@@ -502,7 +502,9 @@ class LocalExecutor:
 
     @staticmethod
     def _needs_grant(stage: str, job: LocalJob) -> bool:
-        return stage in DIRECTION and not job.repository_url.startswith("file:///")
+        # Only an https repository is served by the edge's grants; a local one is read
+        # (and pushed to) with the Runtime's own file permissions.
+        return stage in DIRECTION and job.repository_url.startswith("https://")
 
     def _control(self, row: AttemptRow, stage: str) -> Path:
         return row.workspace / "control" / stage

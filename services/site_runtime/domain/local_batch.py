@@ -143,8 +143,13 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
     if not isinstance(repo, dict):
         raise InvalidMaterial("invalid-material", "the payload has no repository")
     url, commit, branch = repo.get("url"), repo.get("commit"), repo.get("branch")
-    if not isinstance(url, str) or not url.startswith(("https://", "file:///")):
-        raise InvalidMaterial("invalid-material", "repository.url must be https:// or file:///")
+    # An absolute path is what `metallo action run ./repo` records (development), and
+    # git reads it as it reads file:///path (a new user's Run of one was refused).
+    if not isinstance(url, str) or not url.startswith(("https://", "file:///", "/")):
+        raise InvalidMaterial(
+            "invalid-material",
+            "repository.url must be https://, file:/// or an absolute path on the Site",
+        )
     if not isinstance(commit, str) or not _HEX40.match(commit):
         raise InvalidMaterial("invalid-material", "repository.commit must be 40 hex digits")
     if not isinstance(branch, str) or not _BRANCH.match(branch):
