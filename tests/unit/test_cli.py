@@ -165,6 +165,58 @@ async def test_no_reply_in_time_is_uncertain_with_the_command_id(amqp_url, topol
     assert result.code == 4
     sent = s.received[0]
     assert f"--command-id {sent.metadata.command_id}" in result.stderr
+    assert "metallo dev status" in result.stderr  # most often: the stack is not running
+
+
+async def test_a_read_with_no_answer_says_the_service_may_not_be_running(amqp_url, topology,
+                                                                        monkeypatch):
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "1")
+    handlers: dict = {"GetRun": None}
+
+    def first_then_silence(_query):
+        handlers["GetRun"] = None  # the stack stops while the CLI waits: no more answers
+        return a_run("running")
+
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        shown = await cli("run", "show", RUN_ID, "-o", "json")
+        handlers["GetRun"] = first_then_silence
+        waited = await cli("run", "wait", RUN_ID, "--quiet")
+    assert shown.code == 4
+    error = json.loads(shown.stdout)["error"]
+    assert error["code"] == "outcome-uncertain" and "execution_core" in error["message"]
+    assert "may not be running" in error["hint"] and "`metallo dev status`" in error["hint"]
+    assert error["hint"].endswith("run the same read again")
+    assert waited.code == 4
+    assert f"`metallo run wait {RUN_ID}`" in waited.stderr and "metallo dev status" in waited.stderr
+    assert "run the same read again" not in waited.stderr
+
+
+def test_an_unreachable_broker_prints_only_the_clis_own_error(tmp_path):
+    # aiormq logs "error when creating transport: <AMQPConnectionError …>" at ERROR; with no
+    # logging configured Python printed it raw on stderr before the CLI's error.
+    import logging
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    env = {k: v for k, v in os.environ.items() if k != "METALLO_DEBUG"}
+    env.update(METALLO_AMQP_URL=f"amqp://guest:guest@127.0.0.1:{port}/", METALLO_MEMBER="m-alice",
+               METALLO_PROJECT="demo", METALLO_CONFIG=str(tmp_path / "absent.toml"))
+    done = subprocess.run([sys.executable, "-m", "metallo.cli", "run", "list"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert "error when creating transport" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert lines and lines[0].startswith("error: cannot reach RabbitMQ"), done.stderr
+    assert all(line.startswith(("error:", "next:")) or line.startswith(" ") for line in lines)
+
+    before = logging.getLogger("aiormq").level
+    run_cli("run", "show", "not-a-run-id")
+    assert logging.getLogger("aiormq").level == before  # the CLI restores what it raised
 
 
 async def test_wait_exit_code_follows_the_outcome(amqp_url, topology):

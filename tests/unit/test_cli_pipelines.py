@@ -107,6 +107,31 @@ async def test_run_wait_timeout_json_keeps_the_started_pipeline(amqp_url, topolo
     assert document["error"]["code"] == "wait-timeout" and document["error"]["exit_code"] == 4
 
 
+async def test_run_wait_with_no_answer_says_to_resume_with_show_wait(amqp_url, topology,
+                                                                   monkeypatch):
+    # The stack stops while `pipeline run --wait` waits: the hint must resume the wait,
+    # not "run the same …" (that would start a second Pipeline).
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "1")
+    running = pc.Pipeline(pipeline_id="p-1", project="demo", state="preparing", branch="main")
+    handlers: dict = {"StartPipeline": started}
+
+    def first_then_silence(_query):
+        handlers["GetPipeline"] = None
+        return running
+
+    handlers["GetPipeline"] = first_then_silence
+    async with StandIn(amqp_url, topology, OWNERS, handlers) as s:
+        result = await cli("pipeline", "run", REPO, "--wait", "--quiet", "-o", "json")
+    assert result.code == 4, result.stderr
+    document = json.loads(result.stdout)
+    assert document["start"]["pipeline_id"] == "p-1" and document["pipeline"] is None
+    error = document["error"]
+    assert error["code"] == "outcome-uncertain" and error["exit_code"] == 4
+    assert "`metallo pipeline show p-1 --wait`" in error["hint"]
+    assert "`metallo dev status`" in error["hint"] and "run the same" not in error["hint"]
+    assert s.names().count("StartPipeline") == 1
+
+
 async def test_list_table_shows_repository_and_reason(amqp_url, topology):
     long_url = "https://git.example.org/a/very/long/group/path/of/projects/demo-models.git"
     stopped = ended("stopped", "stopped-by-member")

@@ -4,8 +4,11 @@ code (``metallo.cli.exits``)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 
 import typer
 
@@ -26,8 +29,39 @@ def wants_json(args: list[str]) -> bool:
     return False
 
 
+# Libraries that log a failure the CLI reports itself, as a CliError with a next step:
+# with no logging configured, Python's last-resort handler prints their lines raw on
+# stderr (aiormq: "error when creating transport: <AMQPConnectionError …>" before
+# "cannot reach RabbitMQ").
+QUIET_LOGGERS = ("aiormq", "aio_pika", "faststream")
+
+
+@contextlib.contextmanager
+def quiet_library_logs() -> Iterator[None]:
+    """Raise :data:`QUIET_LOGGERS` to CRITICAL while the CLI runs, then restore their
+    levels (``main`` also runs inside tests). ``METALLO_DEBUG=1`` leaves them as they are."""
+    if os.environ.get("METALLO_DEBUG") == "1":
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``metallo`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    with quiet_library_logs():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main` without the log quieting: runs the command tree, maps every failure."""
     from metallo.cli.app import app
 
     args = list(sys.argv[1:] if argv is None else argv)

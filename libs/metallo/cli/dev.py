@@ -1,4 +1,4 @@
-"""``metallo dev up|down|status``: the development stack (``metallo.devstack``)."""
+"""``metallo dev up|down|status|publish``: the development stack (``metallo.devstack``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit
-from metallo.cli.render import Output, err, out, print_json
+from metallo.cli.exits import CliError, Exit, error_document
+from metallo.cli.render import Output, err, out, print_error, print_json
 
 app = typer.Typer(no_args_is_help=True, help="The development stack on this machine.")
 
@@ -64,10 +64,14 @@ def status(output: opt.OutputOpt = Output.table) -> None:
 
     state = stack_status()
     if state is None:
-        if output is Output.json:
-            print_json({"status": "stopped"})
-        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
-                       Exit.NOT_FOUND, code="stack-not-running")
+        stopped = CliError("the dev stack is not running", "start it with `metallo dev up`",
+                           Exit.NOT_FOUND, code="stack-not-running")
+        if output is not Output.json:
+            raise stopped
+        # One JSON document: the status scripts read, beside the error every failure carries.
+        print_error(stopped)
+        print_json({"status": "stopped", **error_document(stopped)})
+        raise typer.Exit(int(stopped.exit_code))
     # A component the supervisor left stopped: the stack runs without it, which must
     # not read as "ready".
     failed = failed_components(state)
@@ -92,27 +96,56 @@ def status(output: opt.OutputOpt = Output.table) -> None:
             "`metallo dev up`", Exit.FAILED, code="stack-degraded")
 
 
+def repository_name(directory: str, name: str | None) -> str:
+    """The lab repository name to publish ``directory`` as: ``name``, or when None the
+    directory's own name (``var/myrepo`` → ``myrepo``; ``.`` → the current directory's).
+
+    Raises CliError exit 2 (``invalid-argument``) when the name does not match
+    :data:`metallo.devstack.gitrepo.NAME_RULE`; the hint gives the rule.
+    """
+    from pathlib import Path
+
+    from metallo.devstack.gitrepo import NAME_RULE, valid_name
+
+    if name is not None:
+        if not valid_name(name):
+            raise CliError(f"--name {name!r} is not a valid repository name",
+                           f"pass --name NAME with NAME {NAME_RULE}", Exit.USAGE,
+                           code="invalid-argument")
+        return name
+    derived = Path(directory).resolve().name
+    if not valid_name(derived):
+        raise CliError(f"the directory's name {derived!r} is not a valid repository name",
+                       f"pass --name NAME with NAME {NAME_RULE}", Exit.USAGE,
+                       code="invalid-argument")
+    return derived
+
+
 @app.command("publish")
 def publish(directory: Annotated[str, typer.Argument(help="directory to publish")],
-            name: Annotated[str, typer.Option(help="repository name (NAME.git)")] = "demo",
+            name: Annotated[str | None, typer.Option(
+                help="repository name (NAME.git); default: the directory's name")] = None,
             output: opt.OutputOpt = Output.table) -> None:
-    """Push DIRECTORY's files as a new commit on main of NAME.git on the lab Git server."""
+    """Push DIRECTORY's files as a new commit on main of NAME.git on the lab Git server
+    (NAME defaults to DIRECTORY's own name, e.g. var/myrepo → myrepo.git)."""
     from pathlib import Path
 
     from metallo.devstack.control import status as stack_status
     from metallo.devstack.gitrepo import PublishError
     from metallo.devstack.gitrepo import publish as publish_repository
 
-    state = stack_status()
-    if state is None:
-        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
-                       Exit.NOT_FOUND, code="stack-not-running")
+    explicit = repository_name(directory, name) if name is not None else None  # usage first
     if not Path(directory).is_dir():
         raise CliError(f"no such directory: {directory}", "pass the directory holding "
                        "actions.yaml (its files become a commit on main of NAME.git)", Exit.NOT_FOUND,
                        code="directory-not-found")
+    repository = explicit or repository_name(directory, None)
+    state = stack_status()
+    if state is None:
+        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
+                       Exit.NOT_FOUND, code="stack-not-running")
     try:
-        url, commit = publish_repository(Path(directory), name, edge_url=state["edge_url"])
+        url, commit = publish_repository(Path(directory), repository, edge_url=state["edge_url"])
     except (PublishError, OSError) as exc:
         raise CliError(f"cannot publish {directory}: {exc}",
                        "check the directory and `metallo dev status`, then retry",

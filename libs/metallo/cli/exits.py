@@ -89,6 +89,19 @@ HINTS = {
 }
 
 
+# Exit-4 codes meaning "the owner did not answer or is not running": a wait that
+# meets one says how to resume waiting instead of "run this again".
+NO_ANSWER_CODES = frozenset({"outcome-uncertain", "service-not-running", "service-unavailable"})
+
+
+def no_answer_hint(then: str) -> str:
+    """What to do after a request got no answer (exit 4): the owner service may not be
+    running — the dev stack may have stopped — so check that first, then ``then``
+    (e.g. "run the same read again")."""
+    return ("the service may not be running (did the dev stack stop?): check `metallo dev "
+            f"status` and start it with `metallo dev up` if needed, then {then}")
+
+
 def rejection_exit(code: str) -> Exit:
     """Exit code for a definite rejection with ``code``: 3 when it means not-found, else 2."""
     return Exit.NOT_FOUND if code in NOT_FOUND_CODES else Exit.USAGE

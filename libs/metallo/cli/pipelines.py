@@ -104,7 +104,8 @@ async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
             return Snapshot(run_line(run, label), done)
         return Snapshot(label, done)
 
-    await follow(poll, timeout=timeout, quiet=quiet, what=f"Pipeline {pipeline_id}")
+    await follow(poll, timeout=timeout, quiet=quiet, what=f"Pipeline {pipeline_id}",
+                 resume=f"metallo pipeline show {pipeline_id} --wait")
     return final[0]
 
 

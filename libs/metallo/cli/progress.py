@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rich.live import Live
 from rich.text import Text
 
-from metallo.cli.exits import CliError, Exit
+from metallo.cli.exits import NO_ANSWER_CODES, CliError, Exit, no_answer_hint
 from metallo.cli.render import err, native_jobs_text
 
 POLL_SECONDS = 0.5
@@ -50,12 +50,17 @@ def run_line(run, step: str = "") -> str:
 
 
 async def follow(poll: Callable[[], Awaitable[Snapshot]], *, timeout: float | None,
-                 quiet: bool = False, what: str = "the Run") -> None:
+                 quiet: bool = False, what: str = "the Run", resume: str = "") -> None:
     """Call ``poll`` every POLL_SECONDS until its snapshot is done, showing progress.
 
-    Raises CliError(exit 4) when ``timeout`` seconds pass first: the work goes on
-    and its outcome is not known yet.
+    ``resume`` is the command that waits again (``metallo run wait ID``); the hints
+    of both exit-4 errors name it. Raises CliError(exit 4) when ``timeout`` seconds
+    pass first (the work goes on and its outcome is not known yet), and re-raises a
+    poll's no-answer error (codes in NO_ANSWER_CODES: the stack may have stopped)
+    with a hint to check the stack and then ``resume`` — never "run this again",
+    which for ``pipeline run --wait`` would start another Pipeline.
     """
+    again = f"`{resume}`" if resume else "`metallo run wait ID` / `metallo pipeline show ID --wait`"
     started = time.monotonic()
     live = err.is_terminal and not quiet
     last = None
@@ -66,7 +71,14 @@ async def follow(poll: Callable[[], Awaitable[Snapshot]], *, timeout: float | No
     async def loop(update: Callable[[str], None]) -> None:
         nonlocal last
         while True:
-            snap = await poll()
+            try:
+                snap = await poll()
+            except CliError as error:
+                if error.code not in NO_ANSWER_CODES:
+                    raise
+                raise CliError(error.message, no_answer_hint(
+                    f"wait again with {again} ({what} itself was not cancelled)"),
+                    error.exit_code, code=error.code) from None
             if live:
                 update(label(snap))
             elif snap.line != last and not quiet:
@@ -76,8 +88,8 @@ async def follow(poll: Callable[[], Awaitable[Snapshot]], *, timeout: float | No
                 return
             if timeout is not None and time.monotonic() - started > timeout:
                 raise CliError(f"{what} did not end within {timeout:g} s; it goes on",
-                               "wait again later (`metallo run wait ID` / `metallo pipeline "
-                               "show ID`)", Exit.UNCERTAIN, code="wait-timeout")
+                               f"wait again later with {again}", Exit.UNCERTAIN,
+                               code="wait-timeout")
             await asyncio.sleep(POLL_SECONDS)
 
     if live:

@@ -53,7 +53,8 @@ async def wait_run(platform: Platform, who: Actor, run_id: str, *, timeout: floa
         final[:] = [run]
         return Snapshot(run_line(run, step), run.phase == "terminal")
 
-    await follow(poll, timeout=timeout, quiet=quiet, what=f"Run {run_id}")
+    await follow(poll, timeout=timeout, quiet=quiet, what=f"Run {run_id}",
+                 resume=f"metallo run wait {run_id}")
     return final[0]
 
 

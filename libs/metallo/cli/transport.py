@@ -16,7 +16,7 @@ from aio_pika.exceptions import ChannelClosed
 from aiormq.exceptions import AMQPError
 from google.protobuf.message import Message
 
-from metallo.cli.exits import CliError, Exit, rejection_exit, rejection_hint
+from metallo.cli.exits import CliError, Exit, no_answer_hint, rejection_exit, rejection_hint
 from metallo.cli.settings import Actor, Connection, redacted_url
 from metallo.common.v1 import common_pb2
 from metallo.messaging import (
@@ -135,15 +135,28 @@ class Platform:
                            rejection_hint(exc.code), rejection_exit(exc.code),
                            code=exc.code) from None
         except OutcomeUncertain:
-            cid = _command_id(message)
-            retry = (f"run the same command again with --command-id {cid} (safe: the platform "
-                     "returns the saved outcome)") if cid else "run the same read again"
-            raise CliError(f"{message.DESCRIPTOR.name}: no answer within "
-                           f"{timeout or self.conn.timeout_seconds:g} s; the outcome is uncertain",
-                           retry, Exit.UNCERTAIN, code="outcome-uncertain") from None
+            raise _no_answer(message, timeout or self.conn.timeout_seconds) from None
         except ServiceUnavailable as exc:
             raise CliError(str(exc), "start the platform (`metallo dev up`) and run this again; "
                            "nothing was sent", Exit.UNCERTAIN, code="service-unavailable") from None
+
+
+def _no_answer(message: Message, seconds: float) -> CliError:
+    """The exit-4 error for a request with no reply in ``seconds``: most often its owner
+    is not running (the dev stack stopped). A command's hint gives its id to retry
+    safely; a query's says to check the service, then read again."""
+    owner, _key = request_routing_key(message)
+    name = message.DESCRIPTOR.name
+    cid = _command_id(message)
+    if cid:
+        return CliError(
+            f"{name}: no answer from {owner} within {seconds:g} s; the outcome is uncertain",
+            no_answer_hint(f"run the same command again with --command-id {cid} (safe: the "
+                           "platform returns the saved outcome)"),
+            Exit.UNCERTAIN, code="outcome-uncertain")
+    return CliError(f"{name}: no answer from {owner} within {seconds:g} s",
+                    no_answer_hint("run the same read again"), Exit.UNCERTAIN,
+                    code="outcome-uncertain")
 
 
 def _command_id(message: Message) -> str:

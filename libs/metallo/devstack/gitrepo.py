@@ -23,6 +23,8 @@ import httpx
 from metallo.devstack.layout import Layout
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+NAME_RULE = ("a letter or digit, then up to 99 letters, digits, '.', '_' or '-' "
+             "(pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$)")
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "model.json", "metrics.json")
 GIT_TIMEOUT_SECONDS = 120
 ASKPASS = """#!/bin/sh
@@ -35,6 +37,11 @@ esac
 
 class PublishError(Exception):
     """Publishing failed; the message says why (never the token)."""
+
+
+def valid_name(name: str) -> bool:
+    """True when ``name`` may name a lab repository (``NAME.git``): see :data:`NAME_RULE`."""
+    return NAME.fullmatch(name) is not None  # fullmatch: "$" alone lets a trailing newline in
 
 
 def _git_env(tmp: str, ca: Path, token: str) -> dict[str, str]:
@@ -88,8 +95,8 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
     creation or a failed push (another publisher moving the branch meanwhile).
     """
     layout = layout or Layout.default()
-    if not NAME.match(name):
-        raise PublishError(f"repository name {name!r}: use letters, digits, '.', '_' or '-'")
+    if not valid_name(name):
+        raise PublishError(f"repository name {name!r}: use {NAME_RULE}")
     if not source.is_dir():
         raise PublishError(f"{source} is not a directory")
     ca = layout.certs / "ca.pem"
