@@ -107,6 +107,18 @@ async def test_run_show_table_and_json(amqp_url, topology):
     assert query.run_id == RUN_ID
 
 
+async def test_a_refused_run_says_why_in_show_and_wait(amqp_url, topology):
+    refused = a_run(outcome="failed")
+    refused.reason_code = "invalid-material"
+    refused.reason_message = "repository.url must be https://, file:/// or an absolute path"
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": lambda q: refused}):
+        shown = await cli("run", "show", RUN_ID)
+        waited = await cli("run", "wait", RUN_ID)
+    assert "invalid-material" in shown.stdout and "file:/// or an absolute path" in shown.stdout
+    assert waited.code == 1
+    assert "invalid-material: repository.url must be" in waited.stdout + waited.stderr
+
+
 async def test_not_found_exits_3_and_permission_denied_exits_2(amqp_url, topology):
     def denied(_q):
         raise Rejected("permission-denied", "m-alice lacks runs.read in demo")

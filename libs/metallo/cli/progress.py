@@ -45,7 +45,8 @@ def run_line(run, step: str = "") -> str:
     if run.site_id:
         parts.append(f"site {run.site_id}")
     if run.outcome:
-        parts.append(f"outcome {run.outcome}" + (f" ({run.reason_code})" if run.reason_code else ""))
+        reason = ": ".join(t for t in (run.reason_code, run.reason_message) if t)
+        parts.append(f"outcome {run.outcome}" + (f" ({reason})" if reason else ""))
     return " · ".join(parts)
 
 

@@ -82,7 +82,7 @@ def print_run(run: ec.Run) -> None:
         ("phase", run.phase), ("desired", run.desired_state),
         ("native state", run.native_state),
         ("observation", _observation_text(run.observation_phase, run.observation_confidence)),
-        ("outcome", run.outcome), ("reason", run.reason_code),
+        ("outcome", run.outcome), ("reason", run.reason_code), ("why", run.reason_message),
         ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
         ("input", ", ".join(f"{r.role} {r.url}@{r.commit[:12]}" for r in run.repositories)),
         ("output commit", run.output_commit), ("endpoint", run.endpoint),
