@@ -62,6 +62,7 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_LOG_BYTES = 5 * 1024 * 1024
 MAX_LAUNCHES = 2
 MIN_PASS_SECONDS = 0.02  # woken supervision passes start at least this far apart
+STOP_RELEASE_SECONDS = 5.0  # at most this long for the releases a graceful stop sends
 _SERVICES_DIR = str(Path(__file__).resolve().parents[2])
 
 
@@ -164,7 +165,10 @@ class LocalExecutor:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        await self.releases.flush()
+        # Best effort within a few seconds: a stop must not hang on an unreachable edge
+        # (what stays unreleased is in the journal for the next start).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.releases.flush(), STOP_RELEASE_SECONDS)
 
     async def _slot_free(self) -> bool:
         """Whether fewer than ``max_active`` Attempts are active, waiting up to
