@@ -17,7 +17,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.devstack.components import Options, plan, slurm_lab_running
 from metallo.devstack.layout import REPO_ROOT, Layout
-from metallo.devstack.prepare import PrepareError, prepare, revoke_runtime_grant
+from metallo.devstack.prepare import (
+    PrepareError,
+    count_active_runs,
+    prepare,
+    revoke_runtime_grant,
+)
 from metallo.devstack.supervisor import MAX_RESTARTS, RESTART_WINDOW_SECONDS, Supervisor
 
 EXECUTORS = ("auto", "local", "slurm")
@@ -176,6 +181,22 @@ def tail_lines(path: Path, count: int) -> str:
         return ""
 
 
+def warn_active_runs(say=print) -> int:
+    """Say how many Runs are still active before the stack stops (a new user's Run
+    failed when its stage-out found the lab Git server gone); return that count (0
+    also when the database cannot tell: stopping goes on regardless)."""
+    try:
+        active = asyncio.run(count_active_runs())
+    except (TimeoutError, OSError, PostgresError, ValueError):
+        return 0
+    if active:
+        say(f"warning: {active} Run(s) still active. Their native work goes on (local stage "
+            "processes and Slurm jobs are adopted again at the next `metallo dev up`), but a "
+            "stage-out that pushes while the stack is down finds no lab Git server: a local "
+            "one retries for about a minute, a Slurm one fails. `metallo run list` shows them.")
+    return active
+
+
 def down(say=print) -> bool:
     """Stop the supervisor (it stops the children), revoke the runtime grant; True when
     something was running."""
@@ -187,6 +208,7 @@ def down(say=print) -> bool:
     pid = state.get("pid")
     was_running = process_alive(pid, "metallo.devstack")
     if was_running:
+        warn_active_runs(say)
         say(f"stopping the dev stack (supervisor pid {pid})")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + DOWN_TIMEOUT_SECONDS

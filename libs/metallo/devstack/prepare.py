@@ -144,6 +144,21 @@ async def revoke_runtime_grant(grant_id: str) -> bool:
         return await revoke_command_grant(transaction, grant_id)
 
 
+async def count_active_runs() -> int:
+    """Runs of the dev stack's Execution Core not yet terminal (accepted ones too).
+    Raises the driver's error when its database cannot be reached."""
+    import asyncpg
+
+    from metallo.persistence.engine import database_url
+    from metallo.persistence.wakeups import driver_dsn
+
+    conn = await asyncpg.connect(driver_dsn(database_url("execution_core")), timeout=5)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM runs WHERE phase <> 'terminal'"))
+    finally:
+        await conn.close()
+
+
 async def ensure_notifications_queue(options: Options) -> str:
     """Declare the bounded queue bound to every event (``api_notifications.events``,
     :mod:`metallo.messaging.notifications`), standing in for the Go API's bridge so
