@@ -141,6 +141,7 @@ async def test_retry_after_definite_failure_is_a_new_attempt(make_stack):
     run_id = await stack.launch("w-retry", 1)
     run = await stack.terminal(run_id)
     assert run.outcome == "succeeded" and run.max_attempts == 2
+    assert run.reason_message == ""  # nothing refused: nothing to explain
     assert [(a.number, a.state, a.reason_code) for a in run.attempts] == [
         (1, "failed", "exit-nonzero"),
         (2, "succeeded", "completed"),

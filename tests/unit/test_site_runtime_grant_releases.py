@@ -159,8 +159,32 @@ async def test_an_unreachable_edge_is_not_asked_once_per_grant(journal):
         ended_stage(journal, f"a{i}", "stage-in", f"rg-{i}")
     releases.schedule()
     assert await releases.flush_when_due() == 0
-    assert len(grants.calls) == 2  # the batch and the first single one, then it stops
+    assert len(grants.calls) == 3  # the batch and two single ones, then it stops
     assert unreleased(journal) == {"rg-1", "rg-2", "rg-3"}
+
+
+class FailingOnOne(BatchGrants):
+    """The edge fails (5xx) whenever ``bad`` is named: its provider cannot revoke it."""
+
+    def __init__(self, bad: str) -> None:
+        super().__init__()
+        self.bad = bad
+
+    async def release_many(self, grant_ids: list[str]) -> dict[str, str]:
+        self.calls.append(list(grant_ids))
+        if self.bad in grant_ids:
+            raise EdgeUnavailable("HTTP 502 provider-unavailable", "repository-unavailable")
+        return {g: "revoked" for g in grant_ids}
+
+
+async def test_one_grant_the_edge_always_fails_on_does_not_block_the_others(journal):
+    grants = FailingOnOne(bad="rg-1")  # first in line: it used to stop every later release
+    releases = GrantReleases(journal, grants, delay_seconds=0)  # type: ignore[arg-type]
+    for i in (1, 2, 3):
+        ended_stage(journal, f"a{i}", "stage-in", f"rg-{i}")
+    releases.schedule()
+    assert await releases.flush_when_due() == 2
+    assert unreleased(journal) == {"rg-1"}
 
 
 async def test_flush_sends_what_waits_before_it_is_due(journal):
@@ -171,3 +195,21 @@ async def test_flush_sends_what_waits_before_it_is_due(journal):
     assert await releases.flush_when_due() == 0  # due in a minute
     assert await releases.flush() == 1  # a graceful stop sends it now
     assert unreleased(journal) == set()
+
+
+async def test_an_error_while_releasing_never_leaves_the_executor(journal, tmp_path, caplog):
+    """The supervision pass and observe call the flush outside any Attempt's guard:
+    an unexpected error (here the journal's) is logged, not raised (found in review:
+    it ended the supervision task silently)."""
+    from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
+
+    executor = LocalExecutor(LocalSettings(workspace_root=tmp_path / "ws"), journal,
+                             authority=BatchGrants(), grants=BatchGrants())  # type: ignore[arg-type]
+
+    async def broken() -> int:
+        raise RuntimeError("database is locked")
+
+    executor.releases.flush_when_due = broken  # type: ignore[method-assign]
+    await executor._flush_releases()
+    assert "releasing repository grants failed (RuntimeError)" in caplog.text
+    executor.close()

@@ -78,3 +78,21 @@ def test_cancellation_ends_the_wait_between_tries(tmp_path):
     with pytest.raises(Stopped):
         r.pause(30)
     assert time.monotonic() - began < 5
+
+
+def test_a_push_refused_for_good_is_not_tried_again(tmp_path, monkeypatch):
+    """A remote whose branch moved (non-fast-forward) refuses every try: stage-out
+    fails at once instead of after a minute of retries (found in review)."""
+    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (5.0, 5.0))
+    r, remote = checked_out(tmp_path)
+    other = tmp_path / "other"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / "elsewhere.txt").write_text("moved\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "moved on", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:main", cwd=other)
+    (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
+    began = time.monotonic()
+    out = r.stage_out()
+    assert out["code"] == "stage-out-failed" and time.monotonic() - began < 4
+    assert "trying again" not in (tmp_path / "stage.log").read_text()

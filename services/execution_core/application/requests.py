@@ -262,26 +262,30 @@ async def get_run(
     run = await store.find_run(session, q.run_id)
     if run is None or run["project"] != meta.project:
         raise Rejected(reasons.NOT_FOUND, f"no Run {q.run_id} in Project {meta.project}")
-    message = run_message(
-        run,
-        await store.attempts_of(session, q.run_id),
-        await store.transitions_of(session, q.run_id),
-    )
-    message.reason_message = await _reason_message(session, store, run)
+    attempts = await store.attempts_of(session, q.run_id)
+    message = run_message(run, attempts, await store.transitions_of(session, q.run_id))
+    message.reason_message = await _reason_message(session, store, run, attempts)
     return message
 
 
-async def _reason_message(session: AsyncSession, store: RunStore, run: dict) -> str:
-    """Words for the Run's reason code (a new user met ``invalid-material`` with none):
-    the message of the current Attempt's latest refused command, else the planning
-    message of a Run that planning rejected or keeps waiting; at most 500 characters."""
-    if not run["reason_code"] and not run["planning_wait_code"]:
-        return ""
-    if run["current_attempt_id"]:
-        for command in reversed(await store.commands_of(session, run["current_attempt_id"])):
+async def _reason_message(
+    session: AsyncSession, store: RunStore, run: dict, attempts: list[dict]
+) -> str:
+    """Words for the Run's reason code (a new user met ``invalid-material`` with none),
+    at most 500 characters: when the current Attempt was refused, the message of its
+    latest refused command; when planning rejected the launch or keeps it waiting,
+    planning's message; else "" (a refused observe must not explain a compute failure)."""
+    current = next((a for a in attempts if a["attempt_id"] == run["current_attempt_id"]), None)
+    if current is not None:
+        if current["state"] != s.ATTEMPT_REFUSED:
+            return ""
+        for command in reversed(await store.commands_of(session, current["attempt_id"])):
             if command["outcome"] == "refused":
                 return str((command["result"] or {}).get("message") or "")[:500]
-    return (run["planning_error"] or "")[:500]
+        return ""
+    if run["reason_code"] or run["planning_wait_code"]:
+        return (run["planning_error"] or "")[:500]
+    return ""
 
 
 def _encode_token(at: datetime, run_id: str) -> str:

@@ -92,21 +92,33 @@ class GrantReleases:
             self.journal.grant_released(attempt_id, stage)
             released += 1
         if len(pending) == BATCH and released == len(pending):
-            self._due = now  # more wait: go on at the next pass
+            self._later(now)  # more wait: go on at the next pass
         elif released < len(pending):
-            self._due = now + RETRY_SECONDS
+            self._later(now + RETRY_SECONDS)
         return released
 
+    def _later(self, due: float) -> None:
+        # A stage that ended during the request scheduled an earlier flush: keep it.
+        self._due = due if self._due is None else min(self._due, due)
+
     async def _one_by_one(self, grant_ids: list[str]) -> dict[str, str]:
-        """Each grant alone; stops at the first unreachable edge (the rest wait)."""
+        """Each grant alone: one the edge refuses or fails on (e.g. its provider cannot
+        revoke it) stays and the others go on; two failures in a row mean the edge is
+        down, and the rest wait for the next flush."""
         answers: dict[str, str] = {}
+        failures_in_a_row = 0
         for grant_id in grant_ids:
             try:
                 answers.update(await self._release([grant_id]))
             except EdgeRefused:
+                failures_in_a_row = 0
                 continue  # this one stays; the others go on
             except EdgeUnavailable:
-                break
+                failures_in_a_row += 1
+                if failures_in_a_row >= 2:
+                    break
+                continue
+            failures_in_a_row = 0
         return answers
 
     async def _release(self, grant_ids: list[str]) -> dict[str, str]:

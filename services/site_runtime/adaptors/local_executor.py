@@ -213,7 +213,7 @@ class LocalExecutor:
                     attempt_id,
                     type(error).__name__,
                 )
-        await self.releases.flush_when_due()
+        await self._flush_releases()
 
     # ================================================================ commands
     async def prepare(self, command: SiteCommand) -> CommandResult:
@@ -352,7 +352,7 @@ class LocalExecutor:
                 await self._advance(row, raise_deferrals=False)
             result = self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
         # Due releases go now too (a Runtime without a supervision pass still releases).
-        await self.releases.flush_when_due()
+        await self._flush_releases()
         return result
 
     async def cancel(self, command: SiteCommand) -> CommandResult:
@@ -766,6 +766,15 @@ class LocalExecutor:
             return False
         self.journal.grant_released(attempt_id, stage)
         return True
+
+    async def _flush_releases(self) -> None:
+        """Send due releases; any error is logged, never raised: it must not end the
+        supervision pass or fail an observe whose result is already decided."""
+        try:
+            await self.releases.flush_when_due()
+        except Exception as error:  # noqa: BLE001 - the journal keeps them for next time
+            log.error("releasing repository grants failed (%s); retried later",
+                      type(error).__name__)
 
     async def _release_grants(self, attempt_id: str) -> None:
         """The Attempt's ended stages' grants are recorded unreleased in the journal;

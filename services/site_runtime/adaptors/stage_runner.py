@@ -56,6 +56,11 @@ POLL_SECONDS = 0.1
 #: Waits (seconds) before each new try of a failed push: a Git server restarting or
 #: briefly unreachable must not throw away a finished compute's results.
 PUSH_RETRY_SECONDS = (2.0, 5.0, 10.0, 20.0, 40.0)
+#: What git prints for a push refused for good: trying again cannot help.
+PERMANENT_PUSH_FAILURES = (
+    "[rejected]", "[remote rejected]", "non-fast-forward", "The requested URL returned error: 403",
+    "Authentication failed", "Permission denied",
+)
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
 #: ``git init --template`` (one process). Constant text, never a user value. The LFS
 #: filters are what ``git lfs install --local --skip-repo`` writes (that command
@@ -263,17 +268,29 @@ class Runner:
 
     def git_retried(self, *args: str) -> int:
         """``git args``, tried again after each of :data:`PUSH_RETRY_SECONDS` while it
-        fails (within the stage's time limit); the last exit code. Raises
-        :class:`Stopped` on cancellation or wall time."""
-        rc, _ = self.git(*args)
+        fails for a reason that may pass (within the stage's time limit); the last exit
+        code. A refusal that cannot pass — a rejected update, a branch checked out in
+        the remote, a 403, failed authentication — ends the tries at once (git says so
+        on stderr, which goes to the stage log). Raises :class:`Stopped` on cancellation
+        or wall time."""
+        rc, said = self._git_saying(*args)
         for delay in PUSH_RETRY_SECONDS:
-            if rc == 0:
+            if rc == 0 or any(marker in said for marker in PERMANENT_PUSH_FAILURES):
                 break
             self.note(f"git {args[0]} {args[1] if len(args) > 1 else ''} failed "
                       f"(exit {rc}); trying again in {delay:g} s")
             self.pause(delay)
-            rc, _ = self.git(*args)
+            rc, said = self._git_saying(*args)
         return rc
+
+    def _git_saying(self, *args: str) -> tuple[int, str]:
+        """``git args`` → (exit code, what it wrote to the stage log, at most 64 KiB)."""
+        log_file = Path(self.spec["log_file"])
+        before = log_file.stat().st_size
+        rc, _ = self.git(*args)
+        with log_file.open("rb") as written:
+            written.seek(before)
+            return rc, written.read(65536).decode("utf-8", "replace")
 
     def git(self, *args: str, capture: bool = False) -> tuple[int, str]:
         """Run ``git *args`` in the checkout as a step; return (returncode, captured stdout).
