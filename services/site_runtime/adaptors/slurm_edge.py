@@ -101,15 +101,26 @@ class SiteEdgeAccess:
     renew_seconds: float = 120.0
     clock: Callable[[], float] = time.time
     _tokens: dict[str, tuple[float, MemberCredential]] = field(default_factory=dict, repr=False)
+    _http: httpx.AsyncClient | None = field(default=None, repr=False)
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.base_url,
-            timeout=self.timeout_seconds,
-            follow_redirects=False,
-            trust_env=False,
-            verify=self.ca_file if self.ca_file else True,
-        )
+        # One pooled client: a new one per request paid a TLS handshake every time
+        # (several per Slurm Run, on both sides).
+        if self._http is None or self._http.is_closed:
+            self._http = httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=self.timeout_seconds,
+                follow_redirects=False,
+                trust_env=False,
+                verify=self.ca_file if self.ca_file else True,
+            )
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close the pooled connection(s); the next request opens new ones."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     def _auth(self) -> dict[str, str]:
         if self.credential_file is None:
@@ -129,8 +140,7 @@ class SiteEdgeAccess:
 
     async def _request(self, method: str, path: str, code: str, json: Any = None) -> httpx.Response:
         try:
-            async with self._client() as client:
-                return await client.request(method, path, json=json, headers=self._auth())
+            return await self._client().request(method, path, json=json, headers=self._auth())
         except httpx.HTTPError as error:
             raise EdgeUnavailable(
                 code, f"the Site edge cannot be reached ({type(error).__name__})"
