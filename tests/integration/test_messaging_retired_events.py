@@ -13,6 +13,7 @@ from metallo.messaging import EventConsumer
 from metallo.messaging.envelope import encode
 from metallo.messaging.topology import event_routing_key
 from metallo.testkit.v1 import testkit_pb2 as tk
+from tests.integration.test_messaging_consumer import waiting
 
 pytestmark = pytest.mark.integration
 
@@ -34,14 +35,6 @@ async def publish_deposited(amqp_url: str, topology, sequence: int) -> bool:
     return not returned
 
 
-async def queued(amqp_url: str, name: str) -> int:
-    conn = await aio_pika.connect(amqp_url)
-    async with conn:
-        ch = await conn.channel()
-        q = await ch.declare_queue(name, durable=True, passive=True)
-        return q.declaration_result.message_count
-
-
 async def test_retire_drops_what_is_queued_and_what_comes_and_keeps_it_routable(
     ledger_engine, amqp_url, topology
 ):
@@ -56,7 +49,7 @@ async def test_retire_drops_what_is_queued_and_what_comes_and_keeps_it_routable(
     await old.stop()  # the durable queue keeps its binding while nobody consumes
     assert await publish_deposited(amqp_url, topology, 1)  # queued for the next version
     queue = topology.event_queue("retiring")
-    assert await queued(amqp_url, queue) == 1
+    assert await waiting(amqp_url, queue) == 1
 
     new = EventConsumer("retiring", ledger_engine, amqp_url, topology)
     new.retire(tk.Deposited)
@@ -70,11 +63,11 @@ async def test_retire_drops_what_is_queued_and_what_comes_and_keeps_it_routable(
         # its aggregate in that publisher's outbox) and is dropped like the queued one.
         assert await publish_deposited(amqp_url, topology, 2)
         for _ in range(100):
-            if await queued(amqp_url, queue) == 0:
+            if await waiting(amqp_url, queue) == 0:
                 break
             await asyncio.sleep(0.05)
-        assert await queued(amqp_url, queue) == 0  # acked without effect…
-        assert await queued(amqp_url, f"{queue}.dlq") == 0  # …not parked as poison
+        assert await waiting(amqp_url, queue) == 0  # acked without effect…
+        assert await waiting(amqp_url, f"{queue}.dlq") == 0  # …not parked as poison
     finally:
         await new.stop()
     assert seen == []
