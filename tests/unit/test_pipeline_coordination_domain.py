@@ -56,7 +56,7 @@ def test_run_all_in_order_keeps_actions_yaml_order_and_explicit_list_its_own():
     actions = [prepared("prep"), prepared("train"), prepared("eval")]
     assert [s.action for s in d.steps_from_prepared(actions, ())] == ["prep", "train", "eval"]
     assert [s.action for s in d.steps_from_prepared(actions, ("eval", "prep"))] == ["eval", "prep"]
-    with pytest.raises(d.StepSelectionError):
+    with pytest.raises(d.StepSelectionError, match=r"missing \(actions: eval, prep, train\)"):
         d.steps_from_prepared(actions, ("missing",))
 
 

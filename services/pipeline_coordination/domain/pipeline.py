@@ -293,7 +293,11 @@ def steps_from_prepared(prepared: list[PreparedAction], requested: tuple[str, ..
     if requested:
         missing = [a for a in requested if a not in by_name]
         if missing:
-            raise StepSelectionError(f"not in the branch's actions.yaml: {', '.join(missing)}")
+            # Name what is there, as `metallo action run` does (a new user's report).
+            raise StepSelectionError(
+                f"not in the branch's actions.yaml: {', '.join(missing)} "
+                f"(actions: {', '.join(sorted(by_name)) or 'none'})"
+            )
         chosen = [by_name[a] for a in requested]
     else:
         chosen = list(prepared)
