@@ -128,7 +128,9 @@ def test_a_component_left_stopped_makes_the_stack_degraded(monkeypatch):
     assert "site_runtime" in shown.stderr and "metallo dev down" in shown.stderr
     as_json = run_cli("dev", "status", "--output", "json")
     assert as_json.code == 1
-    assert json.loads(as_json.stdout)["status"] == "degraded"
+    document = json.loads(as_json.stdout)  # one document: status and the error together
+    assert document["status"] == "degraded" and document["error"]["code"] == "stack-degraded"
+    assert "metallo dev down" in as_json.stderr
     with pytest.raises(control.StackError) as refused:
         control.up("auto", say=lambda text: None)
     assert "site_runtime" in str(refused.value) and "metallo dev down" in str(refused.value)

@@ -75,10 +75,16 @@ def status(output: opt.OutputOpt = Output.table) -> None:
     # A component the supervisor left stopped: the stack runs without it, which must
     # not read as "ready".
     failed = failed_components(state)
+    degraded = None
     if failed:
         state = {**state, "status": "degraded", "failed": failed}
+        degraded = CliError(
+            f"{left_stopped(failed)}; Runs that need it wait meanwhile",
+            "read its log, then restart the stack: `metallo dev down`, then "
+            "`metallo dev up`", Exit.FAILED, code="stack-degraded")
     if output is Output.json:
-        print_json(state)
+        # One document, with the error every failing command carries (as when stopped).
+        print_json({**state, **error_document(degraded)} if degraded else state)
     else:
         out.print(f"dev stack {state['status']} (supervisor pid {state['pid']}, executor "
                   f"{state['executor']}, edge {state['edge_url']})")
@@ -87,13 +93,11 @@ def status(output: opt.OutputOpt = Output.table) -> None:
                       f"{comp['restarts']}  {comp['log']}")
         for name in state.get("missing", []):
             out.print(f"  {name:<22} not in this checkout")
-    if failed:
+    if degraded is not None:
         if output is Output.json:
-            raise typer.Exit(int(Exit.FAILED))
-        raise CliError(
-            f"{left_stopped(failed)}; Runs that need it wait meanwhile",
-            "read its log (above), then restart the stack: `metallo dev down`, then "
-            "`metallo dev up`", Exit.FAILED, code="stack-degraded")
+            print_error(degraded)
+            raise typer.Exit(int(degraded.exit_code))
+        raise degraded
 
 
 def repository_name(directory: str, name: str | None) -> str:
