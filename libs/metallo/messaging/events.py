@@ -42,7 +42,7 @@ class EventConsumer:
         self._handlers: dict[str, EventHandler] = {}
         self._batch_handlers: dict[str, BatchEventHandler] = {}
         self._routing_keys: list[str] = []
-        self._retired: dict[str, str] = {}  # full name -> routing key
+        self._retired: set[str] = set()  # full names of retired event types
         self._consumer: QueueConsumer | None = None
 
     def on(self, message_type: type[Message]) -> Callable[[EventHandler], EventHandler]:
@@ -82,8 +82,8 @@ class EventConsumer:
         if name in self._handlers or name in self._batch_handlers:
             raise ValueError(f"{self.name} has a handler for {name}; it cannot be retired")
         if name not in self._retired:
-            self._retired[name] = event_routing_key(message_type)
-            self._routing_keys.append(self._retired[name])
+            self._retired.add(name)
+            self._routing_keys.append(event_routing_key(message_type))
 
     def _register(self, message_type: type[Message]) -> None:
         name = full_name(message_type)

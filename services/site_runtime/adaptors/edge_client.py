@@ -25,7 +25,7 @@ import httpx
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 from site_runtime.application.ports import SiteCommand
-from site_runtime.application.site_access import RepositoryGrant
+from site_runtime.application.site_access import RepositoryGrant, release_each
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class EdgeClient:
         (404/405, remembered) gets one ``DELETE`` per grant instead. Raises
         EdgeUnavailable; EdgeRefused for a refused request."""
         if not self._edge_revokes_many:
-            return await self._release_one_by_one(grant_ids)
+            return await release_each(self.release, grant_ids)
         try:
             response = await self._request(
                 "POST",
@@ -267,25 +267,11 @@ class EdgeClient:
                 raise
             log.warning("the Site edge has no batch revocation route; one request per grant")
             self._edge_revokes_many = False
-            return await self._release_one_by_one(grant_ids)
+            return await release_each(self.release, grant_ids)
         results = _json(response).get("results")
         if not isinstance(results, dict):
             raise EdgeUnavailable("the revocation answer has no results", "repository-unavailable")
         return {str(k): str(v) for k, v in results.items() if k in grant_ids}
-
-    async def _release_one_by_one(self, grant_ids: list[str]) -> dict[str, str]:
-        """One ``DELETE`` per grant; a grant refused for another reason than 403 (another
-        stream's) is left out of the answer, so it is asked for again later."""
-        answers: dict[str, str] = {}
-        for grant_id in grant_ids:
-            try:
-                await self.release(grant_id)  # a 404 counts as released
-            except EdgeRefused as refused:
-                if refused.status == 403:
-                    answers[grant_id] = "forbidden"
-            else:
-                answers[grant_id] = "revoked"
-        return answers
 
     # ------------------------------------------------------------------ read permits
     async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -312,13 +298,7 @@ class EdgeClient:
 def _repository_grant(body: dict[str, Any], unavailable_code: str) -> RepositoryGrant:
     """A grant as the edge answers it; EdgeUnavailable(``unavailable_code``) when incomplete."""
     try:
-        return RepositoryGrant(
-            grant_id=str(body["grant_id"]),
-            username=str(body["username"]),
-            token=str(body["token"]),
-            repository_url=str(body["repository_url"]),
-            expires_at=str(body.get("expires_at", "")),
-        )
+        return RepositoryGrant.from_answer(body)
     except KeyError:
         raise EdgeUnavailable(
             "the repository grant answer is incomplete", unavailable_code

@@ -18,7 +18,7 @@ import logging
 
 from site_runtime.adaptors.local_jobs import LocalJobsJournal
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
-from site_runtime.application.site_access import RepositoryGrants
+from site_runtime.application.site_access import RepositoryGrants, release_each
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,4 @@ class GrantReleases:
         release_many = getattr(self.grants, "release_many", None)
         if release_many is not None:
             return await release_many(grant_ids)
-        answers: dict[str, str] = {}
-        for grant_id in grant_ids:
-            try:
-                await self.grants.release(grant_id)
-            except EdgeRefused as refused:
-                if getattr(refused, "status", None) == 403:
-                    answers[grant_id] = "forbidden"
-                # any other refusal: left out, asked again later
-            else:
-                answers[grant_id] = "revoked"
-        return answers
+        return await release_each(self.grants.release, grant_ids)

@@ -108,7 +108,7 @@ class LocalExecutor:
         self.settings = settings
         self.journal = journal
         self.authority = authority
-        self.grants = grants
+        self._grants = grants
         # Read permits come from the same Site edge as execution authority by default.
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -130,8 +130,7 @@ class LocalExecutor:
     @grants.setter
     def grants(self, value: RepositoryGrants) -> None:
         self._grants = value
-        if hasattr(self, "releases"):
-            self.releases.grants = value
+        self.releases.grants = value
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
         return self._locks.setdefault(attempt_id, asyncio.Lock())

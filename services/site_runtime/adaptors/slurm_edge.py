@@ -28,6 +28,7 @@ import httpx
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
+from site_runtime.application.site_access import RepositoryGrant
 
 
 class EdgeUnavailable(Exception):
@@ -44,17 +45,6 @@ class EdgeRefused(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class RepositoryGrant:
-    """A just-in-time repository credential; ``token`` is hidden from ``repr``."""
-
-    grant_id: str
-    username: str
-    token: str = field(repr=False)
-    repository_url: str
-    expires_at: str
 
 
 class MemberTokens(Protocol):
@@ -181,13 +171,7 @@ class SiteEdgeAccess:
         )
         body = _checked(response, "repository-unavailable")
         try:
-            return RepositoryGrant(
-                grant_id=str(body["grant_id"]),
-                username=str(body["username"]),
-                token=str(body["token"]),
-                repository_url=str(body["repository_url"]),
-                expires_at=str(body.get("expires_at", "")),
-            )
+            return RepositoryGrant.from_answer(body)
         except KeyError:
             raise EdgeUnavailable(
                 "repository-unavailable", "the grant answer is incomplete"

@@ -5,8 +5,11 @@ implements both over HTTPS.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from site_runtime.application.delivery import EdgeRefused
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,19 @@ class RepositoryGrant:
     token: str = field(repr=False)
     repository_url: str
     expires_at: str
+
+    @classmethod
+    def from_answer(cls, body: dict[str, Any]) -> RepositoryGrant:
+        """The grant as the Site edge answers it (``POST …/repository-grants``, or the
+        ``repository_grant`` of an authorisation). Raises KeyError for a missing field;
+        each edge adaptor turns that into its own "unavailable" error."""
+        return cls(
+            grant_id=str(body["grant_id"]),
+            username=str(body["username"]),
+            token=str(body["token"]),
+            repository_url=str(body["repository_url"]),
+            expires_at=str(body.get("expires_at", "")),
+        )
 
 
 class ExecutionAuthority(Protocol):
@@ -59,3 +75,22 @@ class RepositoryGrants(Protocol):
         """Revoke up to 100 at once → ``{grant_id: "revoked" | "not-found" |
         "forbidden"}``; an id missing from the answer was not revoked."""
         ...
+
+
+async def release_each(
+    release: Callable[[str], Awaitable[None]], grant_ids: list[str]
+) -> dict[str, str]:
+    """``release`` each grant in turn → the answers ``release_many`` gives: "revoked"
+    (an unknown grant counts as released), "forbidden" for a 403 (another stream's);
+    a grant refused for another reason is left out, so it is asked for again later.
+    Raises EdgeUnavailable from ``release`` (the rest are not tried)."""
+    answers: dict[str, str] = {}
+    for grant_id in grant_ids:
+        try:
+            await release(grant_id)
+        except EdgeRefused as refused:
+            if refused.status == 403:
+                answers[grant_id] = "forbidden"
+        else:
+            answers[grant_id] = "revoked"
+    return answers
