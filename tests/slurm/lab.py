@@ -150,8 +150,14 @@ def make_executor(
     )
 
 
-def make_repository(files: dict[str, str] | None = None) -> tuple[str, str, Path]:
-    """A bare repository owned by alice with one commit; returns (file URL, commit, path)."""
+def make_repository(
+    files: dict[str, str] | None = None, lfs: dict[str, bytes] | None = None
+) -> tuple[str, str, Path]:
+    """A bare repository owned by alice with one commit; returns (file URL, commit, path).
+
+    ``lfs`` files are committed under the LFS filter (``*.bin``), their objects pushed
+    into the bare repository's LFS store.
+    """
     REPOS.mkdir(parents=True, exist_ok=True)
     REPOS.chmod(0o755)
     name = uuid.uuid4().hex[:12]
@@ -170,10 +176,22 @@ def make_repository(files: dict[str, str] | None = None) -> tuple[str, str, Path
     subprocess.run([*git, "init", "-q", str(work)], check=True)
     for path, text in (files or {"README.md": "lab\n"}).items():
         (work / path).write_text(text)
+    if lfs:
+        git += ["-c", "filter.lfs.clean=git-lfs clean -- %f", "-c", "filter.lfs.required=true"]
+        (work / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+        for path, data in lfs.items():
+            (work / path).write_bytes(data)
     subprocess.run([*git, "-C", str(work), "add", "-A"], check=True)
     subprocess.run([*git, "-C", str(work), "commit", "-q", "-m", "initial"], check=True)
+    if lfs:
+        subprocess.run(
+            [*git, "-C", str(work), "lfs", "push", "--all", f"file://{bare}"],
+            check=True,
+            capture_output=True,
+        )
     subprocess.run(
-        [*git, "-C", str(work), "push", "-q", str(bare), "HEAD:refs/heads/main"], check=True
+        [*git, "-C", str(work), "push", "-q", "--no-verify", str(bare), "HEAD:refs/heads/main"],
+        check=True,
     )
     commit = subprocess.run(
         [*git, "-C", str(work), "rev-parse", "HEAD"], check=True, capture_output=True, text=True

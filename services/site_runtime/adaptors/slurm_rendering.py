@@ -15,7 +15,7 @@ from typing import Any
 from site_runtime.adaptors.slurm_chain_base import ChainBase
 from site_runtime.adaptors.slurm_job_model import StagingSettings, job_request, stage_identity
 from site_runtime.adaptors.slurm_journal import AttemptRow
-from site_runtime.adaptors.slurm_scripts import SCRIPT_VERSION, SCRIPTS
+from site_runtime.adaptors.slurm_scripts import scripts_for
 
 
 class ChainRendering(ChainBase):
@@ -36,8 +36,17 @@ class ChainRendering(ChainBase):
         )
 
     def _render(self, att: AttemptRow, stage: str, after: str | None) -> dict[str, Any]:
-        """The exact request of ``stage`` (no credentials): script and job."""
+        """The exact request of ``stage`` (no credentials): script and job.
+
+        The script is the text of the version the Attempt was prepared with (a record
+        from before versions were recorded is version 1), so a stage submitted after an
+        upgrade runs what the Attempt's first stage was rendered with (seed 000,
+        Recovery). Raises :class:`~site_runtime.adaptors.slurm_scripts.UnknownScriptVersion`
+        for a version this Runtime does not have.
+        """
         r = att.record
+        version = r.get("script_version", 1)
+        script = scripts_for(version)[stage]
         ws = self._workspace(att)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -103,4 +112,4 @@ class ChainRendering(ChainBase):
             tres_per_node=tres,
             hold=True,
         )
-        return {"script_version": SCRIPT_VERSION, "script": SCRIPTS[stage], "job": job}
+        return {"script_version": version, "script": script, "job": job}

@@ -1,4 +1,4 @@
-"""Stage scripts of a staged Slurm Attempt (seed 000; seed 001 diagnostic script version 1).
+"""Stage scripts of a staged Slurm Attempt (seed 000; seed 001 diagnostic script versions).
 
 The three scripts are constant bash text: no user value is ever interpolated
 into shell source.  Every value (repository URL, commit, branch, argv, the
@@ -17,11 +17,21 @@ exact saved commit on an attached branch and runs ``git lfs pull``; compute
 runs the saved commands (exact argv, or an explicit ``/bin/sh -c`` script);
 stage-out commits any changes, pushes ``HEAD`` (and LFS objects) to the output
 branch and prints the pushed commit.
+
+Scripts are versioned. An Attempt records the version it was prepared with, and every
+later stage of it — stage-out may be submitted hours later, by a restarted Runtime — is
+rendered from that version's text, byte for byte (seed 000, Recovery). A change to a
+script is therefore a new version beside the old ones, never an edit of an old one:
+
+* version 1 — the first scripts;
+* version 2 — stage-out tries a failed push again after 2, 5, 10, 20 and 40 s unless
+  git refused it for good (a rejected update, 403, failed authentication), as the local
+  executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
+  the LFS filter (``git lfs pull`` starts a dozen git processes even with nothing to
+  fetch).
 """
 
 from __future__ import annotations
-
-SCRIPT_VERSION = 1
 
 EXIT_WORKSPACE = 70
 EXIT_REPOSITORY_TRANSFER = 75
@@ -41,9 +51,10 @@ EXIT_CODES = {
 
 OUTPUT_COMMIT_MARK = "metallo-output-commit="
 
-_PRELUDE = r"""#!/bin/bash
-# Metallo staged Slurm Attempt, script version 1. Values come only from the environment.
-set -uo pipefail
+_PRELUDE_HEAD = """#!/bin/bash
+# Metallo staged Slurm Attempt, script version {version}. Values come only from the environment.
+"""
+_PRELUDE = r"""set -uo pipefail
 umask 077
 ws="$METALLO_WORKSPACE"
 askpass=""
@@ -80,10 +91,7 @@ make_askpass() {
 }
 """
 
-STAGE_IN = (
-    _PRELUDE
-    + r"""
-if [ -e "$ws" ] || [ -L "$ws" ]; then
+_STAGE_IN_V1 = r"""if [ -e "$ws" ] || [ -L "$ws" ]; then
   if [ -L "$ws" ] || [ ! -d "$ws" ] || [ ! -O "$ws" ]; then say "workspace is not ours"; exit 70; fi
   rm -rf -- "$ws/repo" || exit 70
 else
@@ -107,12 +115,35 @@ fi
 say "checked out $(git rev-parse HEAD)"
 exit 0
 """
-)
-
-COMPUTE = (
-    _PRELUDE
-    + r"""
-cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
+_STAGE_IN_V2 = r"""if [ -e "$ws" ] || [ -L "$ws" ]; then
+  if [ -L "$ws" ] || [ ! -d "$ws" ] || [ ! -O "$ws" ]; then say "workspace is not ours"; exit 70; fi
+  rm -rf -- "$ws/repo" || exit 70
+else
+  mkdir -m 0700 -- "$ws" || exit 70
+fi
+make_askpass
+git clone --quiet --no-checkout -- "$METALLO_REPOSITORY_URL" "$ws/repo" || { say "clone failed"; exit 75; }
+cd -- "$ws/repo" || exit 70
+if ! git cat-file -e "${METALLO_COMMIT}^{commit}" 2>/dev/null; then
+  git fetch --quiet origin "$METALLO_COMMIT" 2>/dev/null || true
+  if ! git cat-file -e "${METALLO_COMMIT}^{commit}" 2>/dev/null; then
+    say "the saved commit is not in the repository"
+    exit 86
+  fi
+fi
+git checkout --quiet -B "$METALLO_BRANCH" "$METALLO_COMMIT" -- || exit 75
+if command -v git-lfs >/dev/null 2>&1; then
+  # The filters and the pre-push hook always (compute may add files under an LFS
+  # pattern); the pull only when a checked-out file is under the LFS filter.
+  git lfs install --local >/dev/null || exit 75
+  if [ -n "$(git ls-files -- ':(attr:filter=lfs)' | head -c 1)" ]; then
+    git lfs pull || { say "git lfs pull failed"; exit 75; }
+  fi
+fi
+say "checked out $(git rev-parse HEAD)"
+exit 0
+"""
+_COMPUTE = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
 cd -- "$METALLO_WORKDIR" 2>/dev/null || { say "no working directory"; exit 70; }
 status=0
 for ((i = 0; i < METALLO_CMD_COUNT; i++)); do
@@ -134,12 +165,7 @@ for ((i = 0; i < METALLO_CMD_COUNT; i++)); do
 done
 exit 0
 """
-)
-
-STAGE_OUT = (
-    _PRELUDE
-    + r"""
-cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
+_STAGE_OUT_V1 = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
 make_askpass
 git add --all || exit 87
 if ! git diff --cached --quiet; then
@@ -151,6 +177,70 @@ git push --quiet origin "HEAD:refs/heads/$METALLO_OUTPUT_BRANCH" || { say "push 
 printf 'metallo-output-commit=%s\n' "$(git rev-parse HEAD)"
 exit 0
 """
-)
+_STAGE_OUT_V2 = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
+make_askpass
+git add --all || exit 87
+if ! git diff --cached --quiet; then
+  GIT_AUTHOR_NAME=Metallo GIT_AUTHOR_EMAIL=metallo@localhost \
+  GIT_COMMITTER_NAME=Metallo GIT_COMMITTER_EMAIL=metallo@localhost \
+    git commit --quiet --no-verify -m "$METALLO_COMMIT_MESSAGE" || exit 87
+fi
+# A Git server that is briefly away must not throw away a finished compute's results:
+# try again after each delay, unless git says the push was refused for good. The
+# sleep runs in the background so that SIGTERM (scancel) ends the wait at once.
+pushed=""
+for delay in ${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0; do
+  said="$(git push --quiet origin "HEAD:refs/heads/$METALLO_OUTPUT_BRANCH" 2>&1)"
+  status=$?
+  if [ -n "$said" ]; then printf '%s\n' "$said"; fi
+  if [ "$status" = 0 ]; then pushed=1; break; fi
+  case "$said" in
+    *"[rejected]"* | *"[remote rejected]"* | *non-fast-forward* | *"returned error: 403"* | \
+      *"Authentication failed"* | *"Permission denied"*)
+      say "push refused"; exit 87 ;;
+  esac
+  case "$delay" in '' | 0 | *[!0-9]*) break ;; esac
+  say "push failed (exit status $status); trying again in $delay s"
+  sleep "$delay" &
+  wait "$!"
+done
+if [ -z "$pushed" ]; then say "push failed"; exit 87; fi
+printf 'metallo-output-commit=%s\n' "$(git rev-parse HEAD)"
+exit 0
+"""
 
-SCRIPTS = {"stage-in": STAGE_IN, "compute": COMPUTE, "stage-out": STAGE_OUT}
+
+def _scripts(version: int, stage_in: str, stage_out: str) -> dict[str, str]:
+    head = _PRELUDE_HEAD.format(version=version) + _PRELUDE + "\n"
+    return {"stage-in": head + stage_in, "compute": head + _COMPUTE, "stage-out": head + stage_out}
+
+
+#: version -> stage -> the exact script text. Never edit an existing version's text.
+SCRIPTS_BY_VERSION: dict[int, dict[str, str]] = {
+    1: _scripts(1, _STAGE_IN_V1, _STAGE_OUT_V1),
+    2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2),
+}
+#: The version a new Attempt is prepared with.
+SCRIPT_VERSION = 2
+SCRIPTS = SCRIPTS_BY_VERSION[SCRIPT_VERSION]
+
+
+class UnknownScriptVersion(ValueError):
+    """An Attempt record names a script version this Runtime does not have (a newer
+    Runtime prepared it): its stages cannot be rendered byte for byte, so the Attempt
+    waits for that Runtime instead of running a different script."""
+
+
+def scripts_for(version: int) -> dict[str, str]:
+    """The three scripts (stage → bash text) of script ``version`` as recorded with an
+    Attempt (seed 000, Recovery: every stage re-rendered byte for byte).
+
+    Raises :class:`UnknownScriptVersion` for a version this Runtime does not know.
+    """
+    try:
+        return SCRIPTS_BY_VERSION[version]
+    except (KeyError, TypeError):
+        raise UnknownScriptVersion(
+            f"the Attempt was prepared with stage script version {version!r}; this Runtime "
+            f"knows versions {sorted(SCRIPTS_BY_VERSION)} — run the Runtime that prepared it"
+        ) from None

@@ -90,6 +90,9 @@ class ChainSubmission(ChainGrants, ChainRendering):
         self, att: AttemptRow, stage: str, after: str | None, credential: MemberCredential
     ) -> StageRow:
         user = att.record["binding"]["user"]
+        # Rendered first: a record this Runtime cannot render (UnknownScriptVersion)
+        # must not leave a repository grant issued for nothing.
+        request = self._render(att, stage, after)
         secret_env: dict[str, str] = {}
         if stage in ("stage-in", "stage-out"):
             grant = await self._grant(att, stage)
@@ -97,7 +100,6 @@ class ChainSubmission(ChainGrants, ChainRendering):
                 "METALLO_GIT_USERNAME": grant.username,
                 "METALLO_GIT_PASSWORD": grant.token,
             }
-        request = self._render(att, stage, after)
         # A local SQLite write (well under a millisecond) blocks the loop less than a
         # hand-off to a worker thread costs.
         self.journal.update_stage(att.attempt_id, stage, state="submitting", request=request)

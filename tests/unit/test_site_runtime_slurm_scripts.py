@@ -1,0 +1,222 @@
+"""The staged Slurm Attempt's bash scripts, run with bash on real git repositories
+(outside Slurm: the script is the same text the job runs; tests/slurm run it in jobs).
+
+Version 2 (seed 000, Staged Slurm batch execution, with the local executor's push
+retry): stage-out tries a failed push again unless git refused it for good, and a
+scancel ends its wait at once; stage-in pulls LFS objects only when a file needs them.
+Version 1 stays byte for byte what it was, for Attempts prepared with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from site_runtime.adaptors.slurm_scripts import (
+    SCRIPT_VERSION,
+    SCRIPTS_BY_VERSION,
+    UnknownScriptVersion,
+    scripts_for,
+)
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "a",
+    "GIT_AUTHOR_EMAIL": "a@a",
+    "GIT_COMMITTER_NAME": "a",
+    "GIT_COMMITTER_EMAIL": "a@a",
+}
+LFS = [
+    "-c",
+    "filter.lfs.clean=git-lfs clean -- %f",
+    "-c",
+    "filter.lfs.process=git-lfs filter-process",
+    "-c",
+    "filter.lfs.required=true",
+]
+
+#: sha256 of version 1's texts as Attempts prepared before version 2 recorded them.
+VERSION_1 = {
+    "stage-in": "b26d63f0d86d8fc501ac1e7db2c82fced19fc15d174be50b73eb4ebc00a0d258",
+    "compute": "87e24d7ae6b96dcac2b3d73dceebea7136a65e93376463034b7f62740f8ff74a",
+    "stage-out": "10d0a0865c753dae4d5b0aca3f03bf41c3bf0ee9c93a396727e77137ceeef226",
+}
+
+
+def sh(*args: str, cwd: Path) -> str:
+    return subprocess.run(
+        args, cwd=cwd, check=True, env=GIT_ENV, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def repository(tmp_path: Path, *, lfs: bool = False) -> tuple[Path, str]:
+    """A bare repository with one commit on main (model.bin under LFS when ``lfs``)."""
+    remote, src = tmp_path / "remote.git", tmp_path / "src"
+    sh("git", "init", "-q", "--bare", str(remote), cwd=tmp_path)
+    sh("git", "init", "-q", str(src), cwd=tmp_path)
+    (src / "README").write_text("demo\n")
+    if lfs:
+        (src / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+        (src / "model.bin").write_bytes(b"weights" * 1000)
+    sh("git", *LFS, "add", "-A", cwd=src)
+    sh("git", "commit", "-qm", "first", cwd=src)
+    if lfs:
+        sh("git", "lfs", "push", "--all", f"file://{remote}", cwd=src)
+    sh("git", "push", "-q", "--no-verify", f"file://{remote}", "HEAD:refs/heads/main", cwd=src)
+    return remote, sh("git", "rev-parse", "HEAD", cwd=src)
+
+
+def stage_env(tmp_path: Path, stage: str, remote: Path, **extra: str) -> dict[str, str]:
+    """What the rendered job's environment holds for ``stage`` (plus a recording git-lfs)."""
+    ws = tmp_path / "ws"
+    return {
+        "PATH": f"{tmp_path / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": str(ws),
+        "METALLO_STAGE": stage,
+        "METALLO_WORKSPACE": str(ws),
+        "METALLO_REPOSITORY_URL": f"file://{remote}",
+        "METALLO_GIT_USERNAME": "grant",
+        "METALLO_GIT_PASSWORD": "prt_secret",
+        "METALLO_COMMIT_MESSAGE": "outputs",
+        "METALLO_OUTPUT_BRANCH": "main",
+        **extra,
+    }
+
+
+def recording_git_lfs(tmp_path: Path) -> Path:
+    """A ``git-lfs`` first on PATH that notes its arguments, then runs the real one."""
+    real = subprocess.run(
+        ["sh", "-c", "command -v git-lfs"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    bin_dir, calls = tmp_path / "bin", tmp_path / "lfs-calls"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git-lfs"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return calls
+
+
+def run_script(text: str, env: dict[str, str], cwd: Path, timeout: float = 120):
+    return subprocess.run(
+        ["bash", "-c", text], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def stage_in(tmp_path: Path, remote: Path, commit: str, version: int = SCRIPT_VERSION):
+    env = stage_env(tmp_path, "stage-in", remote, METALLO_COMMIT=commit, METALLO_BRANCH="main")
+    return run_script(scripts_for(version)["stage-in"], env, tmp_path)
+
+
+def test_version_1_is_unchanged_and_new_attempts_get_version_2():
+    assert {
+        stage: hashlib.sha256(text.encode()).hexdigest()
+        for stage, text in SCRIPTS_BY_VERSION[1].items()
+    } == VERSION_1
+    assert SCRIPT_VERSION == 2
+    assert "script version 2." in scripts_for(2)["compute"].splitlines()[1]
+    with pytest.raises(UnknownScriptVersion, match="version 3"):
+        scripts_for(3)
+
+
+def test_stage_in_pulls_lfs_objects_only_when_a_file_needs_them(tmp_path):
+    calls = recording_git_lfs(tmp_path)
+    remote, commit = repository(tmp_path)
+    done = stage_in(tmp_path, remote, commit)
+    assert done.returncode == 0, done.stdout + done.stderr
+    invoked = calls.read_text().splitlines()
+    assert "install --local" in invoked and not any(c.startswith("pull") for c in invoked)
+
+
+def test_stage_in_smudges_lfs_files(tmp_path):
+    calls = recording_git_lfs(tmp_path)
+    remote, commit = repository(tmp_path, lfs=True)
+    done = stage_in(tmp_path, remote, commit)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pull" in calls.read_text().splitlines()
+    assert (tmp_path / "ws" / "repo" / "model.bin").read_bytes() == b"weights" * 1000
+
+
+def checked_out_with_change(tmp_path: Path) -> tuple[Path, Path]:
+    remote, commit = repository(tmp_path)
+    recording_git_lfs(tmp_path)
+    assert stage_in(tmp_path, remote, commit).returncode == 0
+    (tmp_path / "ws" / "repo" / "metrics.txt").write_text("0.9\n")
+    return remote, tmp_path / "ws"
+
+
+def test_stage_out_tries_a_failed_push_again(tmp_path):
+    remote, _ = checked_out_with_change(tmp_path)
+    away = remote.with_name("away.git")
+    remote.rename(away)  # the Git server is gone for a moment…
+    back = threading.Timer(1.5, away.rename, args=(remote,))  # …and back
+    back.start()
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="1 1 1 1")
+    try:
+        done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    finally:
+        back.join()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "trying again in 1 s" in done.stdout
+    pushed = [
+        line.split("=", 1)[1]
+        for line in done.stdout.splitlines()
+        if line.startswith("metallo-output-commit=")
+    ]
+    assert pushed == [sh("git", "rev-parse", "refs/heads/main", cwd=remote)]
+    assert "prt_secret" not in done.stdout + done.stderr
+
+
+def test_stage_out_gives_up_after_the_last_try(tmp_path):
+    remote, _ = checked_out_with_change(tmp_path)
+    remote.rename(remote.with_name("away.git"))
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="1 1")
+    done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    assert done.returncode == 87
+    assert done.stdout.count("trying again") == 2 and "push failed\n" in done.stdout
+
+
+def test_stage_out_stops_at_once_when_the_push_is_refused_for_good(tmp_path):
+    remote, _ = checked_out_with_change(tmp_path)
+    # Someone else moved main meanwhile: the push is not a fast-forward.
+    other = tmp_path / "other"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / "theirs.txt").write_text("x\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "theirs", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="30")
+    started = time.monotonic()
+    done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    assert done.returncode == 87 and "push refused" in done.stdout
+    assert "trying again" not in done.stdout and time.monotonic() - started < 25
+
+
+def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
+    remote, _ = checked_out_with_change(tmp_path)
+    remote.rename(remote.with_name("away.git"))
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="60")
+    job = subprocess.Popen(
+        ["bash", "-c", scripts_for(2)["stage-out"]],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out = ""
+    deadline = time.monotonic() + 30
+    while "trying again" not in out and time.monotonic() < deadline:
+        out += job.stdout.readline()
+    assert "trying again in 60 s" in out
+    job.send_signal(signal.SIGTERM)  # what slurmstepd sends on scancel
+    started = time.monotonic()
+    rest, _ = job.communicate(timeout=20)
+    assert job.returncode == 143 and time.monotonic() - started < 10
+    assert "stopped by SIGTERM" in rest and "exit status 143" in rest
