@@ -1,13 +1,15 @@
 """Single Runs end to end on the dev stack with the local executor: a cancelled
-Run, and a failing action whose failure facts and logs can be read."""
+Run, a failing action whose failure facts and logs can be read, and a running
+action's log followed as it grows."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
 
-from tests.e2e.conftest import metallo, publish
+from tests.e2e.conftest import ENV, METALLO, ROOT, metallo, publish
 
 pytestmark = pytest.mark.e2e
 
@@ -21,6 +23,15 @@ actions:
     type: slurm-job
     command: [python3, broken.py]
     resources: {wallTimeSeconds: 300}
+  epochs:
+    type: slurm-job
+    command: [python3, -u, epochs.py]
+    resources: {wallTimeSeconds: 300}
+"""
+EPOCHS = """import time
+for epoch in range(1, 9):
+    print(f"epoch {epoch}: loss {1 / epoch:.3f} ✓")
+    time.sleep(1.5)
 """
 BROKEN = """import sys
 print("computing the answer")
@@ -34,6 +45,7 @@ def repository(local_stack, tmp_path_factory):
     repo = tmp_path_factory.mktemp("e2e-repo")
     (repo / "actions.yaml").write_text(ACTIONS)
     (repo / "broken.py").write_text(BROKEN)
+    (repo / "epochs.py").write_text(EPOCHS)
     return publish(repo, "e2e")
 
 
@@ -72,3 +84,27 @@ def test_a_failing_action_reports_its_exit_and_logs(repository):
     logs = metallo("run", "logs", run_id, "--stage", "compute", timeout=120)
     assert logs.code == 0, logs.stderr
     assert "e2e-marker: the data file is missing" in logs.stdout
+
+
+def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
+    run_id = launch(repository, "epochs")
+    follower = subprocess.Popen([*METALLO, "run", "logs", run_id, "--follow"], cwd=ROOT,
+                                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        first = ""
+        for line in follower.stdout:  # the stage runner's own lines come first
+            first += line
+            if not line.startswith("[metallo "):
+                break
+        # The first epoch arrived while the action still ran (it takes 12 s).
+        assert first.endswith("epoch 1: loss 1.000 ✓\n"), first
+        assert metallo("run", "show", run_id, "--output", "json").json()["phase"] != "terminal"
+        rest, errors = follower.communicate(timeout=360)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, errors  # the Run succeeded
+    expected = "".join(f"epoch {e}: loss {1 / e:.3f} ✓\n" for e in range(1, 9))
+    printed = [line for line in (first + rest).splitlines(True) if not line.startswith("[metallo ")]
+    assert "".join(printed) == expected  # every line once, in order, nothing cut
+    assert f"Run {run_id} succeeded" in errors

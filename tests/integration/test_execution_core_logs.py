@@ -190,19 +190,100 @@ async def test_refusals_change_nothing(make_stack):
     assert [c for c in stack.site.received if c.kind == "read-log"] == []
 
 
-async def test_an_attempt_still_running_is_not_read(make_stack):
+async def test_a_running_attempt_is_followed_from_offset_to_offset(make_stack):
+    """A reader follows a growing log: each read from the last answer's next_offset."""
+    grown = LOG.encode()
+
+    def answer(cmd, payload):
+        start = payload.get("offset")
+        data = (
+            grown[-payload["max_bytes"] :]
+            if start is None
+            else grown[start:][: payload["max_bytes"]]
+        )
+        begin = len(grown) - len(data) if start is None else min(start, len(grown))
+        return result(
+            cmd,
+            log={
+                "stage": "compute",
+                "text": data.decode(),
+                "truncated": begin + len(data) < len(grown) or begin > 0 and start is None,
+                "offset": begin,
+                "next_offset": begin + len(data),
+                "size": len(grown),
+            },
+        )
+
     def running(cmd, double):
         if cmd.kind == "observe":
             return result(cmd, phase="running", native_state="RUNNING")
+        if cmd.kind == "read-log":
+            return answer(cmd, json.loads(cmd.payload_json))
         return happy_batch(cmd, double)
 
     stack = await make_stack(script=running)
     run_id = await stack.launch()
     await stack.wait_for(run_id, lambda r: r.phase == "running")
+    tail = await poll(stack, (await read(stack, run_id, max_bytes=37)).read_id)
+    assert tail.state == "ready" and tail.text == grown[-37:].decode()
+    assert not tail.HasField("requested_offset")
+    assert (tail.offset, tail.next_offset, tail.size) == (len(grown) - 37, len(grown), len(grown))
+
+    first = await poll(stack, (await read(stack, run_id, max_bytes=100, offset=0)).read_id)
+    assert first.text == grown[:100].decode() and first.truncated is True
+    assert (first.requested_offset, first.offset, first.next_offset) == (0, 0, 100)
+    sent = [json.loads(c.payload_json) for c in stack.site.received if c.kind == "read-log"]
+    assert sent[-1]["offset"] == 0 and "offset" not in sent[0]
+
+    grown += b"epoch 2: loss 0.1\n"
+    rest = await poll(stack, (await read(stack, run_id, offset=first.next_offset)).read_id)
+    assert rest.text == grown[100:].decode() and rest.truncated is False
+    assert rest.next_offset == len(grown) == rest.size
     with pytest.raises(Rejected) as exc:
-        await read(stack, run_id)
-    assert exc.value.code == "attempt-not-ended"
+        await read(stack, run_id, offset=-1)
+    assert exc.value.code == "invalid-argument"
     await stack.cancel(run_id)
+
+
+async def test_an_answer_from_another_offset_is_malformed(make_stack):
+    def answer(cmd, payload):
+        return result(
+            cmd,
+            log={
+                "stage": "compute",
+                "text": "x",
+                "truncated": False,
+                "offset": 5,
+                "next_offset": 6,
+                "size": 6,
+            },
+        )
+
+    stack = await make_stack(script=site_with_logs(answer))
+    run_id = await finished_run(stack)
+    got = await poll(stack, (await read(stack, run_id, offset=0)).read_id)
+    assert (got.state, got.reason_code, got.text) == ("refused", lr.MALFORMED_CODE, "")
+    # Without offsets (a Runtime from before them) a tail read stands, unfollowable.
+    plain = await poll(stack, (await read(stack, run_id)).read_id)
+    assert plain.state == "ready" and plain.text == "x"
+
+
+async def test_answered_reads_are_deleted_after_the_retention(make_stack):
+    stack = await make_stack(
+        script=site_with_logs(lambda cmd, payload: log_result(cmd, "short\n")),
+        settings=dataclasses.replace(FAST, log_read_retention_seconds=0.5),
+    )
+    run_id = await finished_run(stack)
+    old = await poll(stack, (await read(stack, run_id)).read_id)
+    assert old.state == "ready"
+    await asyncio.sleep(1.0)
+    new = await read(stack, run_id)  # deletes what is older than the retention
+    with pytest.raises(Rejected) as exc:
+        await stack.client.request(
+            pb.GetRunLogRead(metadata=query_meta("m-alice"), read_id=old.read_id), timeout=15
+        )
+    assert exc.value.code == "not-found"
+    assert (await poll(stack, new.read_id)).text == "short\n"
 
 
 async def test_a_log_near_the_message_budget_travels_whole(make_stack):

@@ -26,8 +26,10 @@ async def prepared(edge, tmp_path):
     await rt.close()
 
 
-async def read(edge, rt, viewer: str | None, max_bytes: int = 4096, stage: str = "compute"):
-    payload = {"stage": stage, "max_bytes": max_bytes, "read_id": "r-1"}
+async def read(
+    edge, rt, viewer: str | None, max_bytes: int = 4096, stage: str = "compute", **extra
+):
+    payload = {"stage": stage, "max_bytes": max_bytes, "read_id": "r-1", **extra}
     if viewer is not None:
         payload["viewer"] = viewer
     return await rt.handle(await edge.append("read-log", payload=payload))
@@ -36,7 +38,15 @@ async def read(edge, rt, viewer: str | None, max_bytes: int = 4096, stage: str =
 async def test_a_permitted_viewer_reads_the_tail(edge, prepared):
     got = await read(edge, prepared, "m-alice")
     assert got["outcome"] == "succeeded"
-    assert got["observation"]["log"] == {"stage": "compute", "text": LOG, "truncated": False}
+    size = len(LOG)
+    assert got["observation"]["log"] == {
+        "stage": "compute",
+        "text": LOG,
+        "truncated": False,
+        "offset": 0,
+        "next_offset": size,
+        "size": size,
+    }
     tail = await read(edge, prepared, "m-alice", max_bytes=25)
     assert tail["observation"]["log"]["text"] == "the data file is missing\n"
     assert tail["observation"]["log"]["truncated"] is True
@@ -72,3 +82,17 @@ async def test_a_viewer_without_permission_gets_no_text(edge, prepared):
     async with edge.engine.connect() as conn:
         permits = (await conn.execute(select(func.count()).select_from(read_permits))).scalar()
     assert permits == 1  # only m-bob's first read got a permit
+
+
+async def test_a_read_from_an_offset_returns_what_followed(edge, prepared):
+    log = prepared.state / "workspaces" / "att-1" / "logs" / "compute.log"
+    first = (await read(edge, prepared, "m-alice", max_bytes=10, offset=0))["observation"]["log"]
+    assert (first["text"], first["offset"], first["next_offset"]) == ("step 0\nste", 0, 10)
+    assert first["truncated"] is True  # more follows
+    with log.open("a") as f:
+        f.write("retrying\n")
+    rest = await read(edge, prepared, "m-alice", offset=len(LOG))
+    assert rest["observation"]["log"]["text"] == "retrying\n"
+    assert rest["observation"]["log"]["next_offset"] == len(LOG) + len("retrying\n")
+    bad = await read(edge, prepared, "m-alice", offset=-5)
+    assert (bad["outcome"], bad["code"]) == ("refused", "invalid-request")

@@ -1,5 +1,6 @@
 """Permit-checked log reads (site_runtime.application.log_reads; seed 001, Private Run
-log commands): the ten-second cap, an unreachable edge, the message budget."""
+log commands): the ten-second cap, an unreachable edge, the message budget, and reads
+from an offset (following a log as it grows) on real files."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import json
 from site_runtime.application.log_reads import (
     PermitUnavailable,
     ReadPermits,
+    complete_utf8,
+    fit_head,
     fit_text,
     permitted_read,
+    read_span,
 )
 from site_runtime.application.ports import SiteCommand
 
@@ -49,9 +53,9 @@ class Permits:
         return {"permit_id": permit_id}
 
 
-async def tail(stage: str, max_bytes: int) -> tuple[bytes, int]:
+async def tail(stage: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
     data = b"0123456789" * 20
-    return data[-max_bytes:], len(data)
+    return data[-max_bytes:], len(data) - max_bytes, len(data)
 
 
 def test_the_fake_is_a_read_permits_port():
@@ -63,7 +67,14 @@ async def test_a_read_is_permitted_confirmed_read_and_confirmed_again():
     got = await permitted_read(command(), permits, tail)
     assert got.outcome == "succeeded"
     assert got.observation == {
-        "log": {"stage": "compute", "text": ("0123456789" * 10), "truncated": True}
+        "log": {
+            "stage": "compute",
+            "text": ("0123456789" * 10),
+            "truncated": True,
+            "offset": 100,
+            "next_offset": 200,
+            "size": 200,
+        }
     }
     assert permits.calls == ["authorise", "check rp-1", "check rp-1"]
 
@@ -86,3 +97,72 @@ def test_text_is_kept_inside_the_message_budget():
     assert truncated is True
     assert len(json.dumps(text, ensure_ascii=False).encode()) <= 1000
     assert fit_text(b"short", 5) == ("short", False)
+
+
+def on_file(path):
+    async def read(stage: str, max_bytes: int, offset: int | None):
+        return read_span(path, max_bytes, offset)
+
+    return read
+
+
+async def test_a_log_is_followed_from_offset_to_offset_without_loss_or_repeat(tmp_path):
+    log = tmp_path / "compute.log"
+    read = on_file(log)
+    got = await permitted_read(command(offset=0), Permits(), read)
+    assert got.observation["log"] == {"stage": "compute", "text": "", "truncated": False,
+                                      "offset": 0, "next_offset": 0, "size": 0}
+    seen, offset = "", 0
+    written = ""
+    for chunk in ("epoch 1 loss 0.9\n", "épo", "ch 2 ✓\n", "x" * 250):
+        with log.open("ab") as f:
+            # A character split across two writes: its first byte alone, then the rest.
+            data = chunk.encode()
+            f.write(data[:1])
+            f.flush()
+            part = (await permitted_read(command(offset=offset), Permits(), read)).observation
+            f.write(data[1:])
+        written += chunk
+        while True:
+            got = (await permitted_read(command(offset=offset), Permits(), read)).observation
+            assert got["log"]["offset"] == offset and "\ufffd" not in got["log"]["text"]
+            seen += got["log"]["text"]
+            offset = got["log"]["next_offset"]
+            if not got["log"]["truncated"]:
+                break
+        assert part["log"]["next_offset"] <= offset
+    assert seen == written and offset == len(written.encode())
+
+
+async def test_an_offset_past_the_end_reads_nothing_and_a_bad_offset_is_refused(tmp_path):
+    log = tmp_path / "compute.log"
+    log.write_bytes(b"abc")
+    got = await permitted_read(command(offset=10), Permits(), on_file(log))
+    assert got.observation["log"]["text"] == "" and got.observation["log"]["next_offset"] == 3
+    for bad in (-1, "3", 1.5, True, 2**63):
+        got = await permitted_read(command(offset=bad), Permits(), on_file(log))
+        assert (got.outcome, got.code) == ("refused", "invalid-request"), bad
+
+
+async def test_a_tail_read_says_where_to_follow_from(tmp_path):
+    log = tmp_path / "compute.log"
+    log.write_bytes(("line\n" * 100).encode() + "é".encode()[:1])  # é half written
+    got = (await permitted_read(command(), Permits(), on_file(log))).observation["log"]
+    # The last 100 bytes, less the half character (left for the read from next_offset).
+    assert got["text"] == "ine\n" + "line\n" * 19 and got["truncated"] is True
+    assert (got["offset"], got["next_offset"], got["size"]) == (401, 500, 501)
+
+
+def test_utf8_completion_keeps_whole_characters_only():
+    assert complete_utf8("aé".encode()[:2]) == b"a"
+    assert complete_utf8("a€".encode()[:3]) == b"a"
+    assert complete_utf8("a€".encode()) == "a€".encode()
+    assert complete_utf8(b"a\xff") == b"a\xff"  # never valid: kept, shown as U+FFFD
+    assert complete_utf8(b"") == b""
+
+
+def test_a_read_from_an_offset_keeps_its_head_inside_the_budget():
+    data = ("é\n" * 2000).encode()
+    text, covered = fit_head(data, budget=1000)
+    assert len(json.dumps(text, ensure_ascii=False).encode()) <= 1000
+    assert data[:covered].decode() == text and 0 < covered < len(data)

@@ -63,8 +63,8 @@ NOT_FOUND_CODES = frozenset({
 
 # What to do next for well-known rejection codes (seed words; docs of each service).
 HINTS = {
-    "attempt-not-ended": "logs are read once the Attempt has ended: wait with `metallo run wait "
-                         "RUN`, then read them",
+    "attempt-not-at-site": "the Attempt has not reached its Site yet: read its logs once it is "
+                           "queued (`metallo run logs RUN --follow` waits for that)",
     "permission-denied": "check --member/--project (METALLO_MEMBER, METALLO_PROJECT); a Project "
                          "maintainer grants capabilities in the governance file",
     "governance-unavailable": "the governance file is invalid or unreadable; an operator must fix "

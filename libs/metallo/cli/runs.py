@@ -225,27 +225,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
         raise typer.Exit(Exit.OK if run.outcome in ("cancelled", "succeeded", "failed") else Exit.UNCERTAIN)
 
 
-LOG_READ_SECONDS = 10.0  # seed 001, Private Run log commands: the operation is capped at 10 s
 STAGES = ("stage-in", "compute", "stage-out")
-
-
-def log_contract():
-    """(ReadRunLog, GetRunLogRead) of Execution Core's contract; CliError when absent.
-
-    The log read is a command (it appends a ``read-log`` Site command with a read
-    permit, docs/site-commands.md) answered with a read id, then a query polled
-    until the Runtime's result arrived.
-    """
-    read = getattr(ec, "ReadRunLog", None)
-    poll = getattr(ec, "GetRunLogRead", None)
-    if read is None or poll is None:
-        raise CliError(
-            "this platform cannot read Run logs yet: Execution Core's contract "
-            "(metallo.execution_core.v1) has no ReadRunLog / GetRunLogRead",
-            "see the failure facts with `metallo run show RUN` (exit code, signal, stage); an "
-            "operator can read the Attempt's log at the Site meanwhile", Exit.USAGE,
-            code="logs-unsupported")
-    return read, poll
 
 
 @app.command("logs")
@@ -254,50 +234,41 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
          attempt: Annotated[int, typer.Option(min=0, help="Attempt number; 0 = the latest")] = 0,
          max_bytes: Annotated[int, typer.Option(min=1, max=MAX_LOG_BYTES,
                                                 help="at most this many bytes (the tail)")] = MAX_LOG_BYTES,
+         follow_log: Annotated[bool, typer.Option(
+             "--follow", "-f", help="keep printing the log as it grows until the Run ends; "
+             "exit as `run wait` does")] = False,
          command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table) -> None:
-    """Print the tail of a finished Attempt's stage log (read through the Site, permit
-    checked; at most 5 MiB, within 10 s)."""
+    """Print the tail of an Attempt's stage log (read through the Site, permit checked;
+    at most 5 MiB, within 10 s), also while it runs; with --follow, keep printing what
+    it writes until the Run has ended."""
+    from metallo.cli import log_follow
+
     if stage not in STAGES:
         raise CliError(f"--stage {stage!r} is not one of {', '.join(STAGES)}",
                        "pass --stage compute (the action's own output)", Exit.USAGE)
-    read_cls, poll_cls = log_contract()
+    if follow_log and command_id:
+        raise CliError("--command-id names one read; --follow makes many",
+                       "drop --command-id (each read gets its own)", Exit.USAGE)
     who, conn = actor(member, project), connection()
+    if follow_log:
+        _follow(who, conn, run_id, stage=stage, attempt=attempt, max_bytes=max_bytes,
+                output=output)
+        return
 
     async def body():
         async with Platform(conn) as p:
             try:
-                started = await p.request(read_cls(
-                    metadata=command_metadata(who, command_id), run_id=run_id,
-                    attempt_number=attempt, stage=stage, max_bytes=max_bytes))
+                return await log_follow.read_once(p, who, run_id, attempt=attempt, stage=stage,
+                                                  max_bytes=max_bytes, command_id=command_id)
             except CliError as refused:
                 if refused.code == "not-found" and attempt:
                     refused.hint = (f"`metallo run show {run_id}` lists its Attempts; "
                                     "omit --attempt for the latest")
                 raise
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + LOG_READ_SECONDS + conn.timeout_seconds
-            while True:
-                read = await p.request(poll_cls(metadata=query_metadata(who),
-                                                read_id=started.read_id))
-                if read.state != "pending":
-                    return read
-                if loop.time() > deadline:
-                    raise CliError(f"the Site did not return the {stage} log in time",
-                                   "run the same command again later", Exit.UNCERTAIN,
-                                   code="log-read-timeout")
-                await asyncio.sleep(0.3)
 
     read = _run(body())
     if read.state != "ready":
-        hints = {
-            "attempt-not-prepared": "the Site Runtime answering for this Site does not have the "
-            "Attempt: its logs stay with the Runtime that ran it (with `metallo dev up`, the "
-            "executor the stack ran with then: see `metallo run show`'s native jobs)",
-        }
-        code = read.reason_code or "log-read-refused"
-        raise CliError(f"the log read was refused: {read.reason_code or read.state}",
-                       hints.get(code, "check that the Run's Attempt ran at a Site and that you "
-                                 "may read it (runs.read)"), Exit.USAGE, code=code)
+        raise log_follow.refusal(read, stage)
     if output is Output.json:
         print_json(as_dict(read))
         return
@@ -311,3 +282,38 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
                   "`metallo run show RUN` shows which stages ran)", markup=False)
     if read.truncated:
         err.print(f"(only the last {max_bytes} bytes are shown)", markup=False)
+
+
+def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_bytes: int,
+            output: Output) -> None:
+    """``run logs --follow``: text as it arrives on stdout (``-o json``: one JSON line
+    per piece, then ``{"run": …}``); remarks on stderr; exits as ``run wait``."""
+    import json
+    import sys
+
+    from metallo.cli import log_follow
+
+    def emit(read: ec.RunLogRead) -> None:
+        if output is Output.json:
+            sys.stdout.write(json.dumps({"attempt_number": read.attempt_number, "stage": stage,
+                                         "offset": read.offset, "text": read.text}) + "\n")
+        else:
+            sys.stdout.write(read.text)
+        sys.stdout.flush()
+
+    def note(text: str) -> None:
+        err.print(text, markup=False)
+
+    async def body():
+        async with Platform(conn) as p:
+            return await log_follow.follow_log(p, who, run_id, stage=stage, attempt=attempt,
+                                               max_bytes=max_bytes, emit=emit, note=note)
+
+    run = _run(body())
+    if output is Output.json:
+        sys.stdout.write(json.dumps({"run": run_summary(run)}) + "\n")
+    if run.phase != "terminal":
+        note(f"(Attempt {attempt} has ended; Run {run_id} goes on: phase {run.phase})")
+        raise typer.Exit(Exit.OK)
+    note(f"(Run {run_id} {run.outcome})")
+    raise typer.Exit(outcome_exit(run.outcome))

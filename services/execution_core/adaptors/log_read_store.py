@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.adaptors.tables import log_reads
@@ -45,3 +46,19 @@ class SqlLogReadStore:
             .values(**values)
         )
         return result.rowcount == 1
+
+    async def prune_reads(self, session: AsyncSession, before: datetime, *, limit: int) -> int:
+        """Delete at most ``limit`` reads created before ``before`` that are no longer
+        pending (answered or past their deadline); the number deleted."""
+        oldest = (
+            select(log_reads.c.read_id)
+            .where(
+                log_reads.c.created_at < before,
+                (log_reads.c.state != "pending") | (log_reads.c.deadline_at < before),
+            )
+            .order_by(log_reads.c.created_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        result = await session.execute(delete(log_reads).where(log_reads.c.read_id.in_(oldest)))
+        return result.rowcount or 0

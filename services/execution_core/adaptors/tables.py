@@ -209,4 +209,10 @@ log_reads = Table(
     _now_column("created_at"),
     Column("deadline_at", DateTime(timezone=True), nullable=False),
     _now_column("answered_at", nullable=True),
+    # Bytes of the Site's log (migration 0007); NULL for a tail read / an older Runtime.
+    Column("requested_offset", BigInteger, nullable=True),
+    Column("text_offset", BigInteger, nullable=True),
+    Column("next_offset", BigInteger, nullable=True),
+    Column("log_size", BigInteger, nullable=True),
+    Index("log_reads_created_at", "created_at"),
 )

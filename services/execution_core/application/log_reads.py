@@ -2,7 +2,8 @@
 Run log commands; docs/runs.md, Reading logs).
 
 ``ReadRunLog`` runs in the CommandServer's transaction: it checks ``runs.read``
-now, that the Run is in the Project and that the Attempt has ended, then records
+now, that the Run is in the Project and that the Attempt has reached its Site (any
+state but ``pending``; it may still be running), then records
 the read (state ``pending``, deadline = PostgreSQL's now + ``log_read_seconds``)
 and writes the ``read-log`` ``AppendSiteCommand`` to the outbox in the same
 transaction. The Site command's id is derived from the read id, so a re-sent
@@ -58,11 +59,16 @@ async def read_run_log(
     """Record a log read of ``cmd.stage`` of Attempt ``cmd.attempt_number`` (0 = latest)
     and send its ``read-log`` Site command; reply with the read id (state ``pending``).
 
+    With ``cmd.offset`` set the Site returns at most ``max_bytes`` from that byte on
+    instead of the tail (following a growing log: docs/runs.md, Following a log).
+    Answered reads older than ``settings.log_read_retention_seconds`` are deleted here,
+    at most 100 per call.
+
     Raises Rejected ``invalid-argument`` (stage not stage-in/compute/stage-out,
-    attempt_number < 0, max_bytes outside 0 … 5 MiB — 0 means 5 MiB),
-    ``permission-denied`` (no ``runs.read`` now), ``not-found`` (no such Run in the
-    Project, or no such Attempt) and ``attempt-not-ended`` (the Attempt is still
-    running: logs are read from finished Attempts).
+    attempt_number < 0, max_bytes outside 0 … 5 MiB — 0 means 5 MiB — or a negative
+    offset), ``permission-denied`` (no ``runs.read`` now), ``not-found`` (no such Run
+    in the Project, or no such Attempt) and ``attempt-not-at-site`` (the Attempt is
+    ``pending``: its Site has not been sent it yet).
     """
     meta = cmd.metadata
     _require(bool(_ID.match(meta.project)), "metadata.project is required")
@@ -75,6 +81,7 @@ async def read_run_log(
     _require(cmd.attempt_number >= 0, "attempt_number must be ≥ 0 (0 = the latest)")
     try:
         max_bytes = lr.effective_max_bytes(cmd.max_bytes)
+        offset = lr.check_offset(cmd.offset) if cmd.HasField("offset") else None
     except ValueError as exc:
         raise Rejected(reasons.INVALID_ARGUMENT, str(exc)) from exc
     _check_permission(authority, meta.project, meta.acting_member, "runs.read")
@@ -85,11 +92,11 @@ async def read_run_log(
     if attempt is None:
         which = "no Attempt" if cmd.attempt_number == 0 else f"no Attempt {cmd.attempt_number}"
         raise Rejected(reasons.NOT_FOUND, f"Run {cmd.run_id} has {which}")
-    if attempt["state"] not in s.ATTEMPT_TERMINAL:
+    if not lr.readable(attempt["state"]):
         raise Rejected(
-            reasons.ATTEMPT_NOT_ENDED,
-            f"Attempt {attempt['number']} of Run {cmd.run_id} has not ended "
-            f"(state {attempt['state']}); read its logs once it has",
+            reasons.ATTEMPT_NOT_AT_SITE,
+            f"Attempt {attempt['number']} of Run {cmd.run_id} has not been sent to its "
+            f"Site yet (state {attempt['state']}); its logs can be read once it has",
             {"attempt_state": attempt["state"]},
         )
     read_id = lr.read_id_for(meta.project, meta.command_id)
@@ -114,7 +121,11 @@ async def read_run_log(
             "environment": run["environment"],
             "state": lr.PENDING,
             "deadline_at": now + timedelta(seconds=settings.log_read_seconds),
+            "requested_offset": offset,
         },
+    )
+    await reads.prune_reads(
+        session, now - timedelta(seconds=settings.log_read_retention_seconds), limit=100
     )
     payload = {
         "stage": cmd.stage,
@@ -122,6 +133,8 @@ async def read_run_log(
         "viewer": meta.acting_member,
         "read_id": read_id,
     }
+    if offset is not None:
+        payload["offset"] = offset
     await outbox.send_command(
         session,
         sc.AppendSiteCommand(
@@ -164,7 +177,15 @@ async def get_run_log_read(
     state, expired_code = lr.visible_state(
         row["state"], row["deadline_at"], await store.now(session)
     )
+    ready = state == lr.READY
+    offsets = {
+        "requested_offset": row.get("requested_offset"),
+        "offset": row.get("text_offset") if ready else None,
+        "next_offset": row.get("next_offset") if ready else None,
+        "size": row.get("log_size") if ready else None,
+    }
     return pb.RunLogRead(
+        **{name: value for name, value in offsets.items() if value is not None},
         read_id=row["read_id"],
         run_id=row["run_id"],
         attempt_number=row["attempt_number"],
@@ -211,7 +232,7 @@ async def apply_log_result(
     if now >= row["deadline_at"]:
         values = {"state": lr.EXPIRED, "reason_code": lr.EXPIRED_CODE, "answered_at": now}
     else:
-        answer = lr.answer_from_result(result, row["max_bytes"])
+        answer = lr.answer_from_result(result, row["max_bytes"], row.get("requested_offset"))
         values = {
             "state": answer.state,
             "text": answer.text,
@@ -219,5 +240,8 @@ async def apply_log_result(
             "reason_code": answer.reason_code,
             "message": answer.message,
             "answered_at": now,
+            "text_offset": answer.text_offset,
+            "next_offset": answer.next_offset,
+            "log_size": answer.log_size,
         }
     await reads.answer_read(session, row["read_id"], values)

@@ -253,3 +253,8 @@ class LogReadStore(Protocol):
     async def answer_read(self, session: AsyncSession, read_id: str, values: Row) -> bool:
         """Write the Site's answer once (only a pending read changes); True when it did."""
         ...
+
+    async def prune_reads(self, session: AsyncSession, before: datetime, *, limit: int) -> int:
+        """Delete at most ``limit`` reads created before ``before`` that are no longer
+        pending; return how many."""
+        ...

@@ -38,6 +38,7 @@ class Settings:
     workload_cache_seconds: float = 60.0  # a GetWorkloadRevision reply is reused this long
     batch: int = 20  # Runs claimed per pass
     log_read_seconds: float = 10.0  # a log read without the Site's answer after this is expired
+    log_read_retention_seconds: float = 3600.0  # answered log reads are deleted after this
 
     def timing(self) -> Timing:
         """The lifecycle timing these settings give."""

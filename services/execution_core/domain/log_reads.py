@@ -1,6 +1,7 @@
 """Private Run log reads: the pure rules (seed 001, Private Run log commands).
 
-A member asks for the tail of one stage log of a Run's Attempt. Execution Core
+A member asks for the tail of one stage log of a Run's Attempt — or, to follow a log
+as it grows, for what it holds from a byte offset on. Execution Core
 records a *log read* and sends a ``read-log`` Site command; the Site Runtime
 checks the viewer's read permit at the Site edge, reads at most ``max_bytes``
 and answers within ten seconds. A read moves once:
@@ -10,6 +11,10 @@ and answers within ten seconds. A read moves once:
 
 A result arriving after the deadline leaves the read ``expired`` (the operation
 is capped at ten seconds; late text is not kept).
+
+An Attempt's logs can be read once its prepare is on the way to the Site (any state
+but ``pending``), while it runs and after it ended. Answered reads are kept for
+``log_read_retention_seconds`` (following a log makes many small reads).
 """
 
 from __future__ import annotations
@@ -51,6 +56,22 @@ def site_command_id_for(read_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"read-log\x00{read_id}"))
 
 
+MAX_OFFSET = 2**63 - 1
+
+
+def readable(attempt_state: str) -> bool:
+    """Whether an Attempt in ``attempt_state`` has logs at its Site to read: every state
+    but ``pending`` (its prepare is not sent yet, so the Site does not know it)."""
+    return attempt_state != "pending"
+
+
+def check_offset(offset: int) -> int:
+    """``offset`` (bytes, 0 … 2⁶³−1) as given. Raises ValueError when negative."""
+    if not 0 <= offset <= MAX_OFFSET:
+        raise ValueError("offset must be 0 or more (bytes)")
+    return offset
+
+
 def effective_max_bytes(requested: int) -> int:
     """``requested`` bytes (1 … 5 MiB); 0 means the cap, 5 MiB. Raises ValueError
     outside 0 … 5 MiB."""
@@ -80,20 +101,35 @@ def visible_state(state: str, deadline: datetime, now: datetime) -> tuple[str, s
 
 @dataclass(frozen=True)
 class LogAnswer:
-    """What a Site result says about a read: the new state and its facts."""
+    """What a Site result says about a read: the new state and its facts (offsets in
+    bytes of the Site's log; None when the Site's Runtime did not give them)."""
 
     state: str
     text: str = ""
     truncated: bool = False
     reason_code: str = ""
     message: str = ""
+    text_offset: int | None = None
+    next_offset: int | None = None
+    log_size: int | None = None
 
 
-def answer_from_result(result: dict[str, Any], max_bytes: int) -> LogAnswer:
+def _byte_count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
+        return None
+    return value
+
+
+def answer_from_result(
+    result: dict[str, Any], max_bytes: int, requested_offset: int | None = None
+) -> LogAnswer:
     """Read a ``read-log`` result (docs/site-commands.md): ``succeeded`` with
-    ``observation.log {stage, text, truncated}`` → ready; ``refused`` → refused with
-    its code. Text longer than ``max_bytes`` (UTF-8) keeps its tail and is marked
-    truncated."""
+    ``observation.log {stage, text, truncated, offset, next_offset, size}`` → ready;
+    ``refused`` → refused with its code. A tail read's text longer than ``max_bytes``
+    (UTF-8) keeps its tail and is marked truncated; a read from ``requested_offset``
+    answered with more than ``max_bytes``, or from another offset, is malformed (it
+    could not be followed without loss or repetition). Offsets that are not whole
+    non-negative numbers are dropped (the read cannot be followed, its text stands)."""
     if result.get("outcome") == "refused":
         return LogAnswer(
             REFUSED,
@@ -106,9 +142,26 @@ def answer_from_result(result: dict[str, Any], max_bytes: int) -> LogAnswer:
         return LogAnswer(REFUSED, reason_code=MALFORMED_CODE)
     raw = log["text"].encode("utf-8")
     truncated = bool(log.get("truncated"))
+    text_offset, next_offset, size = (
+        _byte_count(log.get(k)) for k in ("offset", "next_offset", "size")
+    )
+    if next_offset is None or text_offset is None or next_offset < text_offset:
+        text_offset = next_offset = None
+    if requested_offset is not None and (
+        len(raw) > max_bytes or (text_offset is not None and text_offset != requested_offset)
+    ):
+        return LogAnswer(REFUSED, reason_code=MALFORMED_CODE)
     if len(raw) > max_bytes:
         raw = raw[len(raw) - max_bytes :]
         truncated = True
+        text_offset = None  # cut here: where the text starts is no longer known exactly
     # PostgreSQL text cannot hold NUL; a log may (binary output): shown as U+FFFD.
     text = raw.decode("utf-8", "ignore").replace("\x00", "\ufffd")
-    return LogAnswer(READY, text=text, truncated=truncated)
+    return LogAnswer(
+        READY,
+        text=text,
+        truncated=truncated,
+        text_offset=text_offset,
+        next_offset=next_offset,
+        log_size=size,
+    )

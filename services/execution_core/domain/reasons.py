@@ -12,7 +12,7 @@ PERMISSION_DENIED = "permission-denied"
 INVALID_ARGUMENT = "invalid-argument"
 NOT_FOUND = "not-found"
 LAUNCH_KEY_CONFLICT = "launch-key-conflict"
-ATTEMPT_NOT_ENDED = "attempt-not-ended"  # ReadRunLog: logs are read from finished Attempts
+ATTEMPT_NOT_AT_SITE = "attempt-not-at-site"  # ReadRunLog: the Attempt is not sent to its Site yet
 
 # Planning rejections (seed 004 §3C): the Run ends failed with one of these.
 WORKLOAD_REVISION_NOT_FOUND = "workload-revision-not-found"

@@ -35,10 +35,10 @@ from typing import Any
 
 from site_runtime.adaptors.grant_releases import GrantReleases
 from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
-from site_runtime.adaptors.local_processes import StageProcesses, tail
+from site_runtime.adaptors.local_processes import StageProcesses
 from site_runtime.adaptors.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
-from site_runtime.application.log_reads import ReadPermits, permitted_read
+from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import (
     ExecutionAuthority,
@@ -404,10 +404,12 @@ class LocalExecutor:
         return await handler(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
-        """The tail of one stage's Attempt-scoped log, read only under the viewer's read
-        permit (``application/log_reads.py``: permit, confirm, read, confirm; ten
-        seconds at most): at most ``max_bytes`` (≤ 5 MiB) as ``observation.log``
-        ``{stage, text, truncated}``. Refusals: ``unknown-stage``,
+        """The tail of one stage's Attempt-scoped log (or, with ``offset``, the log from
+        that byte on), read only under the viewer's read permit
+        (``application/log_reads.py``: permit, confirm, read, confirm; ten seconds at
+        most): at most ``max_bytes`` (≤ 5 MiB) as ``observation.log`` ``{stage, text,
+        truncated, offset, next_offset, size}``, also while the Attempt runs.
+        Refusals: ``unknown-stage``,
         ``attempt-not-prepared`` and those of :func:`permitted_read`. It takes no
         Attempt lock, so a read never waits behind an Attempt being advanced."""
         stage = command.payload.get("stage", "compute")
@@ -423,11 +425,11 @@ class LocalExecutor:
             )
         logs = row.workspace / "logs"
 
-        async def read_tail(name: str, max_bytes: int) -> tuple[bytes, int]:
-            return await asyncio.to_thread(tail, logs / f"{name}.log", max_bytes)
+        async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
+            return await asyncio.to_thread(read_span, logs / f"{name}.log", max_bytes, offset)
 
         try:
-            return await permitted_read(command, self.permits, read_tail)
+            return await permitted_read(command, self.permits, read)
         except OSError:
             return CommandResult(
                 command.command_id, "refused", "workspace-unavailable", "the log cannot be read"

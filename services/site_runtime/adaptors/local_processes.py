@@ -259,16 +259,6 @@ class StageProcesses:
                     pass
 
 
-def tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
-    """The last ``max_bytes`` of a file and its size in bytes; an absent file is empty."""
-    if not path.exists():
-        return b"", 0
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - max_bytes))
-        return f.read(max_bytes), size
-
-
 def live_group_members(group: int, session: int | None = None) -> list[int]:
     """Pids of live (non-zombie) processes in process group ``group`` — only those in
     session ``session`` when given (``/proc/<pid>/stat``)."""

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 from metallo.identity.verify import MemberTokenRejected
@@ -49,7 +47,7 @@ from site_runtime.adaptors.slurm_job_model import STAGES
 from site_runtime.adaptors.slurm_material import Refusal, prepared_record
 from site_runtime.adaptors.slurm_observation import ChainObservation
 from site_runtime.adaptors.slurm_submission import DeadlinePassed
-from site_runtime.application.log_reads import ReadPermits, permitted_read
+from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 
 log = logging.getLogger("metallo.site_runtime.slurm")
@@ -300,7 +298,8 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         return await handler(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
-        """The tail of one stage's Attempt-scoped log (at most ``max_bytes``, ≤ 5 MiB),
+        """The tail of one stage's Attempt-scoped log (or, with ``offset``, the log from
+        that byte on; at most ``max_bytes``, ≤ 5 MiB), also while the Attempt runs,
         read only under the viewer's read permit from the Site edge
         (``application/log_reads.py``: permit, confirm, read, confirm; ten seconds at
         most). Refusals: ``unknown-stage``, ``attempt-not-prepared`` and those of
@@ -316,15 +315,15 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
                 "the Attempt was not prepared at this Site",
             )
 
-        async def read_tail(name: str, max_bytes: int) -> tuple[bytes, int]:
+        async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
             return await asyncio.to_thread(
-                _read_tail, self._log_path(command.attempt_id, name), max_bytes
+                read_span, self._log_path(command.attempt_id, name), max_bytes, offset
             )
 
         # Read permits come from the Site edge that also authorises execution.
         permits = self.authority if isinstance(self.authority, ReadPermits) else None
         try:
-            return await permitted_read(command, permits, read_tail)
+            return await permitted_read(command, permits, read)
         except OSError:
             return CommandResult(
                 command.command_id, "refused", "workspace-unavailable", "the log cannot be read"
@@ -350,14 +349,3 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         except EdgeRefused as error:
             return f"authority refused ({error.code})"
         return None
-
-
-def _read_tail(path: Path, max_bytes: int) -> tuple[bytes, int]:
-    """The last ``max_bytes`` of a file and its size; an absent file is empty."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - max_bytes))
-            return f.read(max_bytes), size
-    except FileNotFoundError:
-        return b"", 0

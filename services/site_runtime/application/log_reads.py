@@ -1,22 +1,26 @@
 """Permit-checked log reads for the executors' ``read_log`` (seed 001, Private Run log
 commands; docs/site-runtime.md, read-log).
 
-A ``read-log`` command carries ``{"stage", "max_bytes", "viewer", "read_id"}``. Before
+A ``read-log`` command carries ``{"stage", "max_bytes", "viewer", "read_id"}`` and, to
+follow a log as it grows, ``"offset"`` (bytes). Before
 any text leaves the Site the Runtime asks the Site edge for a read permit for the
 exact Run, Attempt, viewer, read kind ``logs``, path ``logs/<stage>.log`` and byte
 limit (``POST /v1/authorisations/read``), confirms it before reading and again
 after reading (``POST /v1/read-permits/{permit_id}/check``: the viewer must still
 hold ``runs.read`` and an account at the Site). The whole operation is capped at
-ten seconds. The text is the tail of the log, at most ``max_bytes`` (≤ 5 MiB), and
-its JSON encoding is kept inside the 4 MiB source-message budget so the recorded
-result can travel to Execution Core.
+ten seconds. The text is the tail of the log, at most ``max_bytes`` (≤ 5 MiB) — or,
+with ``offset``, the log from that byte on, at most ``max_bytes`` and ending on a
+whole UTF-8 character — and its JSON encoding is kept inside the 4 MiB
+source-message budget so the recorded result can travel to Execution Core. The
+answer says where its text starts (``offset``), where the next read of what follows
+starts (``next_offset``) and the log's size when read (``size``), all in bytes.
 
 A read has no native effect, so every failure is a definite ``refused`` result
 (never a deferral that would hold the Site's ordered stream):
 
 | code | when |
 | --- | --- |
-| ``invalid-request`` | ``max_bytes`` not 1 … 5 MiB, or no ``viewer`` |
+| ``invalid-request`` | ``max_bytes`` not 1 … 5 MiB, ``offset`` not 0 … 2⁶³−1, or no ``viewer`` |
 | ``authorisation-refused`` | the edge refused the permit (message: its reason) |
 | other edge codes | e.g. ``attempt-not-found``, ``invalid-read-path`` |
 | ``authority-unavailable`` | the edge could not be asked |
@@ -28,8 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from site_runtime.application.ports import CommandResult, SiteCommand
@@ -72,36 +78,96 @@ class ReadPermits(Protocol):
         ...
 
 
-def fit_text(data: bytes, size: int, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, bool]:
-    """Decode a log tail (``data`` = the last bytes of a ``size``-byte log) and drop its
-    oldest bytes until its JSON encoding fits ``budget`` bytes. Returns (text, truncated)."""
-    truncated = size > len(data)
+def complete_utf8(data: bytes) -> bytes:
+    """``data`` without a trailing *incomplete* UTF-8 sequence (at most 3 bytes): the
+    start of a character whose other bytes are not written yet, or lie past a read
+    limit. The next read from the returned length gets the whole character. Bytes that
+    can never start a valid sequence are kept (they decode as U+FFFD)."""
+    for back in range(1, min(3, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: a lead byte or ASCII
+            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else (
+                4 if byte & 0xF8 == 0xF0 else 1
+            )
+            return data[:-back] if need > back else data
+    return data
+
+
+def fit_head(data: bytes, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, int]:
+    """Decode a read from an offset (``data`` = the log's bytes from there) and drop its
+    newest bytes until its JSON encoding fits ``budget`` bytes, ending on a whole
+    character. Returns (text, bytes of ``data`` the text covers)."""
+    data = complete_utf8(data)
     while True:
         text = data.decode("utf-8", "replace")
         encoded = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
         if encoded <= budget:
-            return text, truncated
-        keep = max(0, int(len(data) * budget / encoded) - 16)
-        data = data[len(data) - keep :]
-        truncated = True
+            return text, len(data)
+        data = complete_utf8(data[: max(0, int(len(data) * budget / encoded) - 16)])
+
+
+def fit_tail(data: bytes, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, int]:
+    """Decode a log's tail (``data``) and drop its oldest bytes until its JSON encoding
+    fits ``budget`` bytes. Returns (text, bytes of ``data`` the text covers: its last)."""
+    kept = data
+    while True:
+        text = kept.decode("utf-8", "replace")
+        encoded = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+        if encoded <= budget:
+            return text, len(kept)
+        keep = max(0, int(len(kept) * budget / encoded) - 16)
+        kept = kept[len(kept) - keep :]
+
+
+def fit_text(data: bytes, size: int, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, bool]:
+    """Decode a log tail (``data`` = the last bytes of a ``size``-byte log) and drop its
+    oldest bytes until its JSON encoding fits ``budget`` bytes. Returns (text, truncated)."""
+    text, kept = fit_tail(data, budget)
+    return text, size > kept
 
 
 def _refused(command: SiteCommand, code: str, message: str) -> CommandResult:
     return CommandResult(command.command_id, "refused", code, message[:500])
 
 
+def read_span(path: Path, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
+    """Part of the file at ``path``: its last ``max_bytes`` (``offset`` None) or at most
+    ``max_bytes`` from byte ``offset`` on. Returns (bytes, where they start, the file's
+    size), all in bytes; an absent file is empty (a stage that has not written yet).
+    Raises OSError when the file exists but cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - max_bytes) if offset is None else min(offset, size)
+            f.seek(start)
+            data = f.read(max_bytes)
+            return data, start, max(size, start + len(data))  # it may have grown meanwhile
+    except FileNotFoundError:
+        return b"", 0, 0
+
+
+def _offset(payload: dict[str, Any]) -> int | None:
+    """The payload's ``offset`` (None: read the tail). Raises ValueError when malformed."""
+    raw = payload.get("offset")
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < 2**63:
+        raise ValueError("offset must be a whole number of bytes, 0 or more")
+    return raw
+
+
 async def permitted_read(
     command: SiteCommand,
     permits: ReadPermits | None,
-    read_tail: Callable[[str, int], Awaitable[tuple[bytes, int]]],
+    read: Callable[[str, int, int | None], Awaitable[tuple[bytes, int, int]]],
     *,
     seconds: float = LOG_READ_SECONDS,
 ) -> CommandResult:
     """Answer a ``read-log`` command whose stage and Attempt the executor has checked:
-    permit, confirm, ``read_tail(stage, max_bytes) -> (tail bytes, log size)``, confirm
-    again, within ``seconds``. Returns ``succeeded`` with ``observation.log {stage,
-    text, truncated}`` or a refusal (module doc). ``read_tail`` may raise OSError; it
-    propagates (the executor decides)."""
+    permit, confirm, ``read(stage, max_bytes, offset) -> (bytes, start, log size)`` (as
+    :func:`read_span`), confirm again, within ``seconds``. Returns ``succeeded`` with
+    ``observation.log {stage, text, truncated, offset, next_offset, size}`` or a refusal
+    (module doc). ``read`` may raise OSError; it propagates (the executor decides)."""
     stage = str(command.payload.get("stage", "compute"))
     viewer = command.payload.get("viewer")
     try:
@@ -110,6 +176,10 @@ async def permitted_read(
         return _refused(command, "invalid-request", "max_bytes is not a number")
     if not 1 <= max_bytes <= MAX_LOG_BYTES:
         return _refused(command, "invalid-request", f"max_bytes must be 1..{MAX_LOG_BYTES}")
+    try:
+        offset = _offset(command.payload)
+    except ValueError as error:
+        return _refused(command, "invalid-request", str(error))
     if not isinstance(viewer, str) or not _VIEWER.match(viewer):
         return _refused(command, "invalid-request", "the read names no viewer")
     if permits is None:
@@ -125,16 +195,16 @@ async def permitted_read(
         "max_bytes": max_bytes,
     }
 
-    async def operation() -> tuple[bytes, int]:
+    async def operation() -> tuple[bytes, int, int]:
         permit = await permits.authorise_read(request)
         permit_id = str(permit.get("permit_id") or "")
         await permits.check_read_permit(permit_id)
-        data, size = await read_tail(stage, max_bytes)
+        span = await read(stage, max_bytes, offset)
         await permits.check_read_permit(permit_id)  # still permitted once read
-        return data, size
+        return span
 
     try:
-        data, size = await asyncio.wait_for(operation(), timeout=seconds)
+        data, start, size = await asyncio.wait_for(operation(), timeout=seconds)
     except TimeoutError:
         return _refused(
             command, "log-read-timeout", f"the read took longer than {seconds:g} seconds"
@@ -145,9 +215,23 @@ async def permitted_read(
         )
     except PermitUnavailable:
         return _refused(command, "authority-unavailable", "the read permit cannot be checked now")
-    text, truncated = fit_text(data, size)
-    return CommandResult(
-        command.command_id,
-        "succeeded",
-        observation={"log": {"stage": stage, "text": text, "truncated": truncated}},
-    )
+    if offset is None:
+        # A character still being written is left for the next read (from next_offset).
+        data = complete_utf8(data)
+        text, kept = fit_tail(data)
+        covered_to = start + len(data)
+        start = covered_to - kept
+        truncated = start > 0  # the log holds more before the text
+    else:
+        text, covered = fit_head(data)
+        covered_to = start + covered
+        truncated = covered_to < size  # more follows than was returned
+    log = {
+        "stage": stage,
+        "text": text,
+        "truncated": truncated,
+        "offset": start,
+        "next_offset": covered_to,
+        "size": size,
+    }
+    return CommandResult(command.command_id, "succeeded", observation={"log": log})

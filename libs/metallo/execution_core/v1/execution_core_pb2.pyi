@@ -360,18 +360,20 @@ class RunCompleted(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., output_commit: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class ReadRunLog(_message.Message):
-    __slots__ = ("metadata", "run_id", "attempt_number", "stage", "max_bytes")
+    __slots__ = ("metadata", "run_id", "attempt_number", "stage", "max_bytes", "offset")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.CommandMetadata
     run_id: str
     attempt_number: int
     stage: str
     max_bytes: int
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    offset: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., max_bytes: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ReadRunLogReply(_message.Message):
     __slots__ = ("read_id", "state")
@@ -390,7 +392,7 @@ class GetRunLogRead(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., read_id: _Optional[str] = ...) -> None: ...
 
 class RunLogRead(_message.Message):
-    __slots__ = ("read_id", "run_id", "attempt_number", "stage", "state", "text", "truncated", "reason_code")
+    __slots__ = ("read_id", "run_id", "attempt_number", "stage", "state", "text", "truncated", "reason_code", "offset", "next_offset", "size", "requested_offset")
     READ_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -399,6 +401,10 @@ class RunLogRead(_message.Message):
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     read_id: str
     run_id: str
     attempt_number: int
@@ -407,4 +413,8 @@ class RunLogRead(_message.Message):
     text: str
     truncated: bool
     reason_code: str
-    def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ...) -> None: ...
+    offset: int
+    next_offset: int
+    size: int
+    requested_offset: int
+    def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., requested_offset: _Optional[int] = ...) -> None: ...

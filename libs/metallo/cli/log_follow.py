@@ -1,0 +1,155 @@
+"""Reading a stage log through the Site: one read, and following a growing log
+(``metallo run logs RUN [--follow]``; docs/runs.md, Reading logs and Following a log).
+
+A read is Execution Core's ReadRunLog command (it appends a ``read-log`` Site command;
+the Site Runtime answers under a viewer read permit, seed 001, Private Run log
+commands) and then GetRunLogRead, polled until the Site answered (at most 10 s plus
+the request timeout). Following reads from each answer's ``next_offset`` until the
+Run has ended and its last Attempt's log is read to the end, so no byte is shown
+twice or skipped: the Runtime cuts every answer on a whole UTF-8 character.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.settings import Actor
+from metallo.cli.transport import Platform, command_metadata, query_metadata
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+
+LOG_READ_SECONDS = 10.0  # seed 001, Private Run log commands: the operation is capped at 10 s
+POLL_MIN_SECONDS = 1.0  # between reads while the log grows
+POLL_MAX_SECONDS = 8.0  # between reads of a quiet log (each read is a Site command)
+ATTEMPT_ENDED = frozenset({"succeeded", "failed", "cancelled", "refused"})
+NOT_AT_SITE_YET = frozenset({"pending", "preparing"})
+#: A read the Site may answer later: try again rather than stop following.
+RETRY_CODES = frozenset({"log-read-expired", "log-read-timeout", "authority-unavailable"})
+
+
+async def read_once(platform: Platform, who: Actor, run_id: str, *, attempt: int, stage: str,
+                    max_bytes: int, offset: int | None = None,
+                    command_id: str | None = None) -> ec.RunLogRead:
+    """One log read: ReadRunLog (``offset`` None: the tail of ``max_bytes``; else at most
+    ``max_bytes`` from that byte on), then GetRunLogRead until it is not ``pending``.
+    Returns the read; its state is still ``pending`` when the Site did not answer within
+    10 s plus the request timeout. Raises CliError for a rejected ReadRunLog (e.g.
+    ``not-found``, ``attempt-not-at-site``)."""
+    fields = {"offset": offset} if offset is not None else {}
+    started = await platform.request(ec.ReadRunLog(
+        metadata=command_metadata(who, command_id), run_id=run_id, attempt_number=attempt,
+        stage=stage, max_bytes=max_bytes, **fields))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LOG_READ_SECONDS + platform.conn.timeout_seconds
+    while True:
+        read = await platform.request(ec.GetRunLogRead(metadata=query_metadata(who),
+                                                       read_id=started.read_id))
+        if read.state != "pending" or loop.time() > deadline:
+            return read
+        await asyncio.sleep(0.3)
+
+
+def refusal(read: ec.RunLogRead, stage: str) -> CliError:
+    """The CliError for a read that did not become ``ready``, with what to do next."""
+    if read.state == "pending":
+        return CliError(f"the Site did not return the {stage} log in time",
+                        "run the same command again later", Exit.UNCERTAIN,
+                        code="log-read-timeout")
+    hints = {
+        "attempt-not-prepared": "the Site Runtime answering for this Site does not have the "
+        "Attempt: its logs stay with the Runtime that ran it (with `metallo dev up`, the "
+        "executor the stack ran with then: see `metallo run show`'s native jobs)",
+    }
+    code = read.reason_code or "log-read-refused"
+    return CliError(f"the log read was refused: {read.reason_code or read.state}",
+                    hints.get(code, "check that the Run's Attempt ran at a Site and that you "
+                              "may read it (runs.read)"), Exit.USAGE, code=code)
+
+
+async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str, attempt: int,
+                     max_bytes: int, emit: Callable[[ec.RunLogRead], None],
+                     note: Callable[[str], None],
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> ec.Run:
+    """Print ``stage``'s log of the Run's Attempt as it grows, until the Run has ended
+    and the log is read to its end; return the final Run.
+
+    Starts with the log's last ``max_bytes`` (bytes), then reads from each answer's
+    ``next_offset``: at once while an answer says more follows, else after 1 s, doubling
+    to 8 s while nothing new arrives. ``attempt`` 0 follows the latest Attempt and moves
+    on to a retry's new Attempt (from its first byte) once the one followed has ended and
+    its log is read; a given ``attempt`` is followed until it has ended (the Run may go
+    on with another). ``emit`` gets each ready read with text; ``note`` gets progress
+    remarks (for stderr). Raises CliError for a refused read, for a Runtime that cannot
+    follow (``follow-unsupported``) and for a Run that does not exist (exit 3).
+    """
+    from metallo.cli.runs import get_run
+
+    followed = attempt or None
+    offset: int | None = None
+    interval = POLL_MIN_SECONDS
+    said: set[str] = set()
+
+    def once(text: str) -> None:
+        if text not in said:
+            said.add(text)
+            note(text)
+
+    while True:
+        run = await get_run(platform, who, run_id)
+        numbers = {a.number: a for a in run.attempts}
+        latest = max(numbers, default=0)
+        if followed is None and latest:
+            followed = latest
+        current = numbers.get(followed or 0)
+        if current is None:
+            if followed is not None and run.phase != "terminal":
+                once(f"(Run {run_id} has no Attempt {followed} yet; waiting)")
+            elif run.phase == "terminal":
+                return run
+            else:
+                once(f"(Run {run_id} is {run.phase}: no Attempt yet; waiting)")
+            await sleep(interval)
+            continue
+        ended_before_read = current.state in ATTEMPT_ENDED
+        if current.state in NOT_AT_SITE_YET:
+            once(f"(Attempt {followed} is {current.state}; waiting for its Site)")
+            await sleep(interval)
+            continue
+        try:
+            read = await read_once(platform, who, run_id, attempt=followed, stage=stage,
+                                   max_bytes=max_bytes, offset=offset)
+        except CliError as rejected:
+            if rejected.code != "attempt-not-at-site":
+                raise
+            await sleep(interval)
+            continue
+        if read.state != "ready":
+            if read.state == "pending" or read.reason_code in RETRY_CODES:
+                once("(the Site did not answer a read in time; trying again)")
+                await sleep(interval)
+                continue
+            raise refusal(read, stage)
+        if not read.HasField("next_offset"):
+            raise CliError("this Site's Runtime cannot follow a log (it predates log offsets)",
+                           f"read the log once the Run has ended: `metallo run wait {run_id}`, "
+                           f"then `metallo run logs {run_id}`", Exit.USAGE,
+                           code="follow-unsupported")
+        if read.text:
+            emit(read)
+        grew = read.next_offset != offset
+        offset = read.next_offset
+        more = read.truncated and read.HasField("requested_offset")  # more follows already
+        if more:
+            continue
+        if ended_before_read:
+            later = [n for n in numbers if n > followed]
+            if later and not attempt:
+                followed, offset = min(later), 0
+                note(f"(Attempt {followed} started; following its {stage} log)")
+                continue
+            if run.phase == "terminal" or attempt:
+                return run  # with --attempt: that Attempt has ended, the Run may go on
+        interval = POLL_MIN_SECONDS if grew else min(interval * 2, POLL_MAX_SECONDS)
+        await sleep(interval)
+

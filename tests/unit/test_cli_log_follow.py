@@ -1,0 +1,135 @@
+"""``metallo run logs RUN --follow`` against a stand-in Execution Core whose Site log
+grows between reads (docs/runs.md, Following a log): every byte is printed once, in
+order; a retry's new Attempt is followed from its first byte; the exit is the Run's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metallo.cli import log_follow
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.messaging import Rejected, Topology
+from tests.unit.cli_support import StandIn, cli
+from tests.unit.cli_support import cli_environment  # noqa: F401 - autouse fixture
+
+RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000002"
+
+
+@pytest.fixture
+def topology(namespace):
+    return Topology(prefix=namespace)
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    monkeypatch.setattr(log_follow, "POLL_MIN_SECONDS", 0.01)
+    monkeypatch.setattr(log_follow, "POLL_MAX_SECONDS", 0.02)
+
+
+class Site:
+    """A Run whose Attempts' compute logs grow by one piece per read; each answer is
+    cut at ``max_bytes`` from the offset asked for, as the Runtime cuts it."""
+
+    def __init__(self, pieces: dict[int, list[bytes]], outcome: str = "succeeded") -> None:
+        self.pieces = pieces  # attempt number -> what it writes, one piece per read
+        self.logs = {n: b"" for n in pieces}
+        self.outcome = outcome
+        self.asked: list[tuple[int, int | None]] = []
+        self.reads: dict[str, ec.RunLogRead] = {}
+        self.expire_next = False
+        self.started = 1  # attempts visible so far
+
+    def run(self, _query) -> ec.Run:
+        done = all(not p for p in self.pieces.values()) and self.started == len(self.pieces)
+        run = ec.Run(run_id=RUN_ID, project="demo", action="train", phase="terminal" if done
+                     else "running", outcome=self.outcome if done else "")
+        for n in range(1, self.started + 1):
+            ended = done or n < self.started or not self.pieces[n]
+            run.attempts.add(number=n, state=("failed" if n < len(self.pieces) else self.outcome)
+                             if ended else "active")
+        return run
+
+    def read(self, cmd: ec.ReadRunLog) -> ec.ReadRunLogReply:
+        number = cmd.attempt_number or self.started
+        offset = cmd.offset if cmd.HasField("offset") else None
+        self.asked.append((number, offset))
+        log = self.logs[number]
+        if offset is None:
+            data = log[-cmd.max_bytes:]
+            start = len(log) - len(data)
+        else:
+            data = log[offset:][: cmd.max_bytes]
+            start = offset
+        read_id = f"r-{len(self.asked)}"
+        state = "expired" if self.expire_next else "ready"
+        self.expire_next = False
+        fields = {} if state != "ready" else {
+            "text": data.decode(), "offset": start, "next_offset": start + len(data),
+            "size": len(log), "truncated": (start + len(data) < len(log)) if offset is not None
+            else start > 0}
+        if offset is not None:
+            fields["requested_offset"] = offset
+        self.reads[read_id] = ec.RunLogRead(
+            read_id=read_id, run_id=RUN_ID, attempt_number=number, stage="compute", state=state,
+            reason_code="log-read-expired" if state == "expired" else "", **fields)
+        # The log grows after each read; the first Attempt ends, then a retry begins.
+        if self.pieces[number]:
+            self.logs[number] += self.pieces[number].pop(0)
+        elif number == self.started and self.started < len(self.pieces):
+            self.started += 1
+        return ec.ReadRunLogReply(read_id=read_id, state="pending")
+
+    def handlers(self):
+        return {"GetRun": self.run, "ReadRunLog": self.read,
+                "GetRunLogRead": lambda q: self.reads[q.read_id]}
+
+
+async def test_follow_prints_every_byte_once_through_a_retry(amqp_url, topology):
+    site = Site({1: [b"epoch 1\n", b"crash: out of mem", b"ory\n"],
+                 2: ["épo".encode(), "ch 1 ✓\n".encode(), b"done\n"]})
+    site.expire_next = True  # the first read is not answered in time: tried again
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        result = await cli("run", "logs", RUN_ID, "--follow", "--max-bytes", "4")
+    assert result.code == 0, result.stderr
+    # Like `tail -f -c 4`: the last 4 bytes first, then everything that follows.
+    assert result.stdout == "h 1\ncrash: out of memory\népoch 1 ✓\ndone\n"
+    assert "Attempt 2 started" in result.stderr and f"Run {RUN_ID} succeeded" in result.stderr
+    assert "trying again" in result.stderr
+    # The first read is a tail read; every later one starts where the last answer ended.
+    assert site.asked[0] == (1, None) and site.asked[1][0] == 1
+    assert (2, 0) in site.asked
+
+
+async def test_follow_exits_as_run_wait_does_and_speaks_json(amqp_url, topology):
+    site = Site({1: [b"loss 0.9\n", b"Traceback\n"]}, outcome="failed")
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        result = await cli("run", "logs", RUN_ID, "-f", "-o", "json")
+    assert result.code == 1, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "".join(line.get("text", "") for line in lines) == "loss 0.9\nTraceback\n"
+    assert lines[-1]["run"]["outcome"] == "failed"
+
+
+async def test_a_runtime_without_offsets_cannot_be_followed(amqp_url, topology):
+    def old_read(q):
+        return ec.RunLogRead(read_id=q.read_id, run_id=RUN_ID, attempt_number=1,
+                             stage="compute", state="ready", text="tail\n")
+
+    site = Site({1: [b"x"]})
+    handlers = {**site.handlers(), "GetRunLogRead": old_read}
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        result = await cli("run", "logs", RUN_ID, "--follow")
+    assert result.code == 2 and "predates log offsets" in result.stderr
+
+
+async def test_follow_refuses_a_command_id_and_a_missing_run_is_exit_3(amqp_url, topology):
+    def missing(_q):
+        raise Rejected("not-found", f"no Run {RUN_ID} in Project demo")
+
+    async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": missing}):
+        gone = await cli("run", "logs", RUN_ID, "--follow")
+        both = await cli("run", "logs", RUN_ID, "--follow", "--command-id", "c-1")
+    assert gone.code == 3
+    assert both.code == 2 and "--command-id" in both.stderr
