@@ -433,7 +433,8 @@ async def test_kill_9_at_each_step_then_restart_gives_exactly_one_job_per_stage(
     drv = Driver()
     executor = make_executor(state, tokens, grants)
     try:
-        await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+        command = {"shell": "echo recovered > out.txt"}  # an output to push
+        await executor.prepare(drv.command("prepare", payload(url, commit, command)))
         start = drv.command("start")
         if kind == "observe":
             await executor.start(start)
@@ -465,10 +466,9 @@ async def test_kill_9_at_each_step_then_restart_gives_exactly_one_job_per_stage(
         final = await observe_until(executor, drv, TERMINAL)
         assert final.observation["phase"] == "succeeded", final.observation
         one_job_per_stage(drv.attempt_id, ("stage-in", "compute", "stage-out"))
-        assert (
-            git("-C", str(bare), "rev-parse", "refs/heads/main")
-            == final.observation["output_commit"]
-        )
+        pushed = final.observation["output_commit"]
+        assert git("-C", str(bare), "rev-parse", "refs/heads/main") == pushed
+        assert git("-C", str(bare), "rev-parse", f"{pushed}^") == commit  # one commit, once
     finally:
         await executor.rest.close()
 

@@ -14,7 +14,14 @@ from site_runtime.adaptors.slurm_scripts import (
     SCRIPTS_BY_VERSION,
     UnknownScriptVersion,
 )
-from tests.slurm.lab import Driver, make_repository, observe_until, payload, sacct_jobs
+from tests.slurm.lab import (
+    WORKSPACES,
+    Driver,
+    make_repository,
+    observe_until,
+    payload,
+    sacct_jobs,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -97,3 +104,13 @@ async def test_an_attempt_of_an_unknown_script_version_submits_nothing(executor,
         "stage-out": "prepared",
     }
     assert sacct_jobs(f"metallo-{drv.attempt_id}") == []
+
+
+async def test_an_attempt_that_changes_nothing_pushes_nothing(executor):
+    url, commit, bare = make_repository({"README.md": "lab\n"})
+    drv, obs = await run_attempt(executor, url, commit, ["true"])
+    assert obs["phase"] == "succeeded", obs
+    assert obs["output_commit"] is None  # as the local executor reports it
+    assert git("-C", str(bare), "rev-parse", "refs/heads/main") == commit
+    log = (WORKSPACES / f"{drv.attempt_id}.stage-out.log").read_text()
+    assert "no changes to commit; nothing pushed" in log

@@ -220,3 +220,24 @@ def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
     rest, _ = job.communicate(timeout=20)
     assert job.returncode == 143 and time.monotonic() - started < 10
     assert "stopped by SIGTERM" in rest and "exit status 143" in rest
+
+
+def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):
+    remote, commit = repository(tmp_path)
+    recording_git_lfs(tmp_path)
+    assert stage_in(tmp_path, remote, commit).returncode == 0
+    # Another Run moved main meanwhile: pushing the input commit again would be refused.
+    other = tmp_path / "other"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / "theirs.txt").write_text("x\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "theirs", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
+    moved = sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    env = stage_env(tmp_path, "stage-out", remote)
+    done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nothing pushed" in done.stdout and "metallo-output-commit=" not in done.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == moved
+    # Version 1 pushed the input commit again, and failed here.
+    assert run_script(scripts_for(1)["stage-out"], env, tmp_path).returncode == 87

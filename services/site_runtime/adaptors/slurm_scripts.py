@@ -25,8 +25,8 @@ script is therefore a new version beside the old ones, never an edit of an old o
 
 * version 1 — the first scripts;
 * version 2 — stage-out tries a failed push again after 2, 5, 10, 20 and 40 s unless
-  git refused it for good (a rejected update, 403, failed authentication), as the local
-  executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
+  git refused it for good (a rejected update, 403, failed authentication), and pushes
+  nothing when nothing changed (no output commit), as the local executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
   the LFS filter (``git lfs pull`` starts a dozen git processes even with nothing to
   fetch).
 """
@@ -180,7 +180,14 @@ exit 0
 _STAGE_OUT_V2 = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
 make_askpass
 git add --all || exit 87
-if ! git diff --cached --quiet; then
+if git diff --cached --quiet; then
+  # Nothing changed: pushing the input commit again would only fail (non-fast-forward)
+  # when another Run moved the branch meanwhile, as the local executor never does.
+  if [ "$(git symbolic-ref --quiet --short HEAD)" = "$METALLO_OUTPUT_BRANCH" ]; then
+    say "no changes to commit; nothing pushed"
+    exit 0
+  fi
+else
   GIT_AUTHOR_NAME=Metallo GIT_AUTHOR_EMAIL=metallo@localhost \
   GIT_COMMITTER_NAME=Metallo GIT_COMMITTER_EMAIL=metallo@localhost \
     git commit --quiet --no-verify -m "$METALLO_COMMIT_MESSAGE" || exit 87
