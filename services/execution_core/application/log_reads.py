@@ -34,7 +34,6 @@ from execution_core.application.requests import _ID, _check_permission, _require
 from execution_core.application.settings import Settings
 from execution_core.domain import log_reads as lr
 from execution_core.domain import reasons
-from execution_core.domain import states as s
 from execution_core.domain.canonical import canonical_json
 from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as pb
