@@ -11,8 +11,11 @@ import pytest
 from metallo.cli import log_follow
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import Rejected, Topology
-from tests.unit.cli_support import StandIn, cli
-from tests.unit.cli_support import cli_environment  # noqa: F401 - autouse fixture
+from tests.unit.cli_support import (
+    StandIn,
+    cli,
+    cli_environment,  # noqa: F401 - autouse fixture
+)
 
 RUN_ID = "9b1c7f7e-5d43-4d55-9f0e-000000000002"
 
