@@ -549,7 +549,7 @@ class _Authority:
 
         self.requests.append(request)
         if self.refuse:
-            raise EdgeRefused("authorisation-refused", "refused")
+            raise EdgeRefused(403, "authorisation-refused", "refused")
         return {"authorised": True}
 
 

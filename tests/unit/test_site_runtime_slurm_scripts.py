@@ -202,7 +202,7 @@ def test_stage_out_stops_at_once_when_the_push_is_refused_for_good(tmp_path):
 def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
     remote, _ = checked_out_with_change(tmp_path)
     remote.rename(remote.with_name("away.git"))
-    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="60")
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="61")
     job = subprocess.Popen(
         ["bash", "-c", scripts_for(2)["stage-out"]],
         env=env,
@@ -214,12 +214,15 @@ def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
     deadline = time.monotonic() + 30
     while "trying again" not in out and time.monotonic() < deadline:
         out += job.stdout.readline()
-    assert "trying again in 60 s" in out
+    assert "trying again in 61 s" in out
     job.send_signal(signal.SIGTERM)  # what slurmstepd sends on scancel
     started = time.monotonic()
     rest, _ = job.communicate(timeout=20)
     assert job.returncode == 143 and time.monotonic() - started < 10
     assert "stopped by SIGTERM" in rest and "exit status 143" in rest
+    # The trap stopped the background sleep too (it held the job's output open).
+    time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-x", "-f", "sleep 61"]).returncode == 1
 
 
 def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):

@@ -27,24 +27,9 @@ from typing import Any, Protocol
 import httpx
 
 from metallo.identity.verify import MemberCredential
+from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 from site_runtime.application.site_access import RepositoryGrant
-
-
-class EdgeUnavailable(Exception):
-    """The edge cannot answer now; ``code`` is a deferral code (contracts/deferrals.json)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class EdgeRefused(Exception):
-    """The edge refused definitely; ``code`` is its stable error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class MemberTokens(Protocol):
@@ -117,14 +102,14 @@ class SiteEdgeAccess:
             grant = (self.credential or "").strip()
             if not grant.startswith("psb_"):
                 raise EdgeUnavailable(
-                    "site-edge-unreachable", "no psb_ Site credential is configured"
+                    "no psb_ Site credential is configured", "site-edge-unreachable"
                 )
             return {"Authorization": f"Bearer {grant}"}
         try:
             grant = Path(self.credential_file).read_text().strip()
         except OSError:
             raise EdgeUnavailable(
-                "site-edge-unreachable", "the Site credential file cannot be read"
+                "the Site credential file cannot be read", "site-edge-unreachable"
             ) from None
         return {"Authorization": f"Bearer {grant}"}
 
@@ -133,7 +118,7 @@ class SiteEdgeAccess:
             return await self._client().request(method, path, json=json, headers=self._auth())
         except httpx.HTTPError as error:
             raise EdgeUnavailable(
-                code, f"the Site edge cannot be reached ({type(error).__name__})"
+                f"the Site edge cannot be reached ({type(error).__name__})", code
             ) from None
 
     async def member_token(self, attempt_id: str) -> MemberCredential:
@@ -147,7 +132,7 @@ class SiteEdgeAccess:
         body = _checked(response, "identity-provider-unavailable")
         token = body.get("token")
         if not isinstance(token, str) or not token:
-            raise EdgeUnavailable("identity-provider-unavailable", "the edge returned no token")
+            raise EdgeUnavailable("the edge returned no token", "identity-provider-unavailable")
         credential = MemberCredential(token)
         self._tokens[attempt_id] = (_timestamp(body.get("expires_at"), self.clock()), credential)
         return credential
@@ -174,7 +159,7 @@ class SiteEdgeAccess:
             return RepositoryGrant.from_answer(body)
         except KeyError:
             raise EdgeUnavailable(
-                "repository-unavailable", "the grant answer is incomplete"
+                "the grant answer is incomplete", "repository-unavailable"
             ) from None
 
     async def release(self, grant_id: str) -> None:
@@ -204,12 +189,7 @@ class SiteEdgeAccess:
         except EdgeUnavailable:
             raise PermitUnavailable(path) from None
         except EdgeRefused as refused:
-            reason = None
-            try:
-                reason = response.json()["error"].get("reason")
-            except (ValueError, KeyError, TypeError, AttributeError):
-                pass
-            raise PermitRefused(refused.code, reason) from None
+            raise PermitRefused(refused.code, refused.reason) from None
 
 
 def _checked(response: httpx.Response, code: str) -> dict[str, Any]:
@@ -217,18 +197,25 @@ def _checked(response: httpx.Response, code: str) -> dict[str, Any]:
         try:
             body = response.json()
         except ValueError:
-            raise EdgeUnavailable(code, "the edge answer is not JSON") from None
+            raise EdgeUnavailable("the edge answer is not JSON", code) from None
         if isinstance(body, dict):
             return body
-        raise EdgeUnavailable(code, "the edge answer is not an object")
+        raise EdgeUnavailable("the edge answer is not an object", code)
     if response.status_code in (400, 403, 404, 409, 422):
-        error_code = "edge-refused"
+        error_code, reason = "edge-refused", None
         try:
-            error_code = str(response.json()["error"]["code"])
-        except (ValueError, KeyError, TypeError):
+            error = response.json()["error"]
+            error_code = str(error["code"])
+            reason = error.get("reason")
+        except (ValueError, KeyError, TypeError, AttributeError):
             pass
-        raise EdgeRefused(error_code, f"the Site edge refused (HTTP {response.status_code})")
-    raise EdgeUnavailable(code, f"the Site edge answered HTTP {response.status_code}")
+        raise EdgeRefused(
+            response.status_code,
+            error_code,
+            f"the Site edge refused (HTTP {response.status_code})",
+            reason if isinstance(reason, str) else None,
+        )
+    raise EdgeUnavailable(f"the Site edge answered HTTP {response.status_code}", code)
 
 
 def _timestamp(value: Any, now: float) -> float:

@@ -194,8 +194,12 @@ else
 fi
 # A Git server that is briefly away must not throw away a finished compute's results:
 # try again after each delay, unless git says the push was refused for good. The
-# sleep runs in the background so that SIGTERM (scancel) ends the wait at once.
+# sleep runs in the background so that SIGTERM (scancel) ends the wait at once; the
+# trap stops it too, and it holds none of the job's output files open.
 pushed=""
+sleeper=""
+trap 'if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null; fi
+say "stopped by SIGTERM (cancelled, or the time limit)"; exit 143' TERM
 for delay in ${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0; do
   said="$(git push --quiet origin "HEAD:refs/heads/$METALLO_OUTPUT_BRANCH" 2>&1)"
   status=$?
@@ -208,8 +212,10 @@ for delay in ${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0; do
   esac
   case "$delay" in '' | 0 | *[!0-9]*) break ;; esac
   say "push failed (exit status $status); trying again in $delay s"
-  sleep "$delay" &
-  wait "$!"
+  sleep "$delay" </dev/null >/dev/null 2>&1 &
+  sleeper=$!
+  wait "$sleeper"
+  sleeper=""
 done
 if [ -z "$pushed" ]; then say "push failed"; exit 87; fi
 printf 'metallo-output-commit=%s\n' "$(git rev-parse HEAD)"
