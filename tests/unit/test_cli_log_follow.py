@@ -136,3 +136,22 @@ async def test_follow_refuses_a_command_id_and_a_missing_run_is_exit_3(amqp_url,
         both = await cli("run", "logs", RUN_ID, "--follow", "--command-id", "c-1")
     assert gone.code == 3
     assert both.code == 2 and "--command-id" in both.stderr
+
+
+async def test_a_log_that_starts_over_is_read_again_from_its_first_byte(amqp_url, topology):
+    # Attempt 1 writes "first try\n", its log is then written anew ("again\n", shorter).
+    site = Site({1: [b"first try\n", b"", b"", b"tail\n"]})
+    real_read = site.read
+
+    def read(cmd):
+        reply = real_read(cmd)
+        if site.logs[1] == b"first try\n" and len(site.asked) == 2:
+            site.logs[1] = b"again\n"  # the stage's output file was truncated
+        return reply
+
+    handlers = {**site.handlers(), "ReadRunLog": read}
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        result = await cli("run", "logs", RUN_ID, "--follow")
+    assert result.code == 0, result.stderr
+    assert "started over" in result.stderr
+    assert result.stdout == "first try\nagain\ntail\n"

@@ -135,6 +135,12 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
                            f"read the log once the Run has ended: `metallo run wait {run_id}`, "
                            f"then `metallo run logs {run_id}`", Exit.USAGE,
                            code="follow-unsupported")
+        if offset is not None and read.HasField("size") and read.size < offset:
+            # The log is shorter than what was read of it: the stage wrote it anew
+            # (e.g. a Slurm stage job submitted again truncates its output file).
+            note(f"(the {stage} log started over; reading it from its first byte)")
+            offset = 0
+            continue
         if read.text:
             emit(read)
         grew = read.next_offset != offset

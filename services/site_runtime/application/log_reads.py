@@ -132,16 +132,20 @@ def _refused(command: SiteCommand, code: str, message: str) -> CommandResult:
 
 def read_span(path: Path, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
     """Part of the file at ``path``: its last ``max_bytes`` (``offset`` None) or at most
-    ``max_bytes`` from byte ``offset`` on. Returns (bytes, where they start, the file's
-    size), all in bytes; an absent file is empty (a stage that has not written yet).
+    ``max_bytes`` from byte ``offset`` on (none when the file is shorter). Returns
+    (bytes, where they start, the file's size), all in bytes; an absent file is empty
+    (a stage that has not written yet).
     Raises OSError when the file exists but cannot be read."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            start = max(0, size - max_bytes) if offset is None else min(offset, size)
+            # An offset past the end stays where it was asked for (nothing to read):
+            # ``size`` below it tells the reader that the log started over.
+            start = max(0, size - max_bytes) if offset is None else offset
             f.seek(start)
             data = f.read(max_bytes)
-            return data, start, max(size, start + len(data))  # it may have grown meanwhile
+            grown = start + len(data) if data else 0  # it may have grown since fstat
+            return data, start, max(size, grown)
     except FileNotFoundError:
         return b"", 0, 0
 
