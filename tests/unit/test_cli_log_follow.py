@@ -155,3 +155,27 @@ async def test_a_log_that_starts_over_is_read_again_from_its_first_byte(amqp_url
     assert result.code == 0, result.stderr
     assert "started over" in result.stderr
     assert result.stdout == "first try\nagain\ntail\n"
+
+
+async def test_an_attempt_that_never_ran_at_its_site_has_no_log(amqp_url, topology):
+    """A reviewer's case: Attempt 1 refused before its Site prepared it, Attempt 2 ran."""
+    site = Site({1: [], 2: [b"second\n"]}, outcome="succeeded")
+    site.started = 2
+    real_read = site.read
+
+    def read(cmd):
+        if (cmd.attempt_number or site.started) == 1:
+            site.asked.append((1, None))
+            site.reads["r-none"] = ec.RunLogRead(read_id="r-none", run_id=RUN_ID, attempt_number=1,
+                                                 stage="compute", state="refused",
+                                                 reason_code="attempt-not-prepared")
+            return ec.ReadRunLogReply(read_id="r-none", state="pending")
+        return real_read(cmd)
+
+    handlers = {**site.handlers(), "ReadRunLog": read}
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        whole = await cli("run", "logs", RUN_ID, "--follow")
+        first = await cli("run", "logs", RUN_ID, "--follow", "--attempt", "1")
+    assert whole.code == 0, whole.stderr
+    assert whole.stdout == "second\n"
+    assert first.code == 0 and "has no log" in first.stderr and first.stdout == ""

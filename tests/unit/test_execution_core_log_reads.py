@@ -47,3 +47,18 @@ def test_answers_from_results():
     assert lr.answer_from_result(refused, 10).reason_code == "authorisation-refused"
     empty = lr.answer_from_result({"outcome": "succeeded", "observation": None}, 10)
     assert (empty.state, empty.reason_code) == ("refused", "log-result-malformed")
+
+
+def test_a_read_from_an_offset_is_bounded_by_the_log_bytes_it_covers_not_by_its_text():
+    # Undecodable bytes come back as U+FFFD (3 bytes each): 10 bytes of Latin-1 log
+    # become 16 bytes of text, and still cover only 10 of the log.
+    text = "Caf\ufffd cr\ufffdme"
+    log = {"stage": "compute", "text": text, "truncated": False,
+           "offset": 40, "next_offset": 50, "size": 50}
+    ok = {"outcome": "succeeded", "observation": {"log": log}}
+    got = lr.answer_from_result(ok, 10, requested_offset=40)
+    assert (got.state, got.text, got.text_offset, got.next_offset) == ("ready", text, 40, 50)
+    # Covering more than asked, from another offset, or without offsets: malformed.
+    for change in ({"next_offset": 51}, {"offset": 39}, {"offset": None, "next_offset": None}):
+        bad = {"outcome": "succeeded", "observation": {"log": {**log, **change}}}
+        assert lr.answer_from_result(bad, 10, requested_offset=40).reason_code == lr.MALFORMED_CODE

@@ -168,3 +168,28 @@ def test_a_read_from_an_offset_keeps_its_head_inside_the_budget():
     text, covered = fit_head(data, budget=1000)
     assert len(json.dumps(text, ensure_ascii=False).encode()) <= 1000
     assert data[:covered].decode() == text and 0 < covered < len(data)
+
+
+async def test_a_log_ending_inside_a_character_is_not_read_again_at_once(tmp_path):
+    # A reviewer's case: the job died after the first two bytes of "€"; an answer saying
+    # "more follows" made a follower ask again without pause, forever.
+    log = tmp_path / "compute.log"
+    log.write_bytes(b"loss " + "€".encode()[:2])
+    got = (await permitted_read(command(offset=0), Permits(), on_file(log))).observation["log"]
+    assert (got["text"], got["next_offset"], got["size"], got["truncated"]) == ("loss ", 5, 7, False)
+    again = (await permitted_read(command(offset=5), Permits(), on_file(log))).observation["log"]
+    assert (again["text"], again["next_offset"], again["truncated"]) == ("", 5, False)
+
+
+async def test_a_read_limit_inside_a_character_still_makes_progress(tmp_path):
+    log = tmp_path / "compute.log"
+    log.write_bytes("a✓b".encode())
+    offset, texts = 0, []
+    for _ in range(5):
+        got = await permitted_read(command(offset=offset, max_bytes=2), Permits(), on_file(log))
+        texts.append(got.observation["log"]["text"])
+        assert got.observation["log"]["next_offset"] > offset or offset == 5
+        offset = got.observation["log"]["next_offset"]
+        if offset == 5:
+            break
+    assert offset == 5 and texts[0] == "a"  # "✓" (3 bytes) cannot fit 2: shown as U+FFFD

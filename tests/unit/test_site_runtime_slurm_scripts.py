@@ -56,6 +56,10 @@ def sh(*args: str, cwd: Path) -> str:
     ).stdout.strip()
 
 
+#: remote -> the commit a Run of it was pinned to (what stage-out's environment names).
+INPUT_COMMITS: dict[Path, str] = {}
+
+
 def repository(tmp_path: Path, *, lfs: bool = False) -> tuple[Path, str]:
     """A bare repository with one commit on main (model.bin under LFS when ``lfs``)."""
     remote, src = tmp_path / "remote.git", tmp_path / "src"
@@ -70,7 +74,8 @@ def repository(tmp_path: Path, *, lfs: bool = False) -> tuple[Path, str]:
     if lfs:
         sh("git", "lfs", "push", "--all", f"file://{remote}", cwd=src)
     sh("git", "push", "-q", "--no-verify", f"file://{remote}", "HEAD:refs/heads/main", cwd=src)
-    return remote, sh("git", "rev-parse", "HEAD", cwd=src)
+    INPUT_COMMITS[remote] = sh("git", "rev-parse", "HEAD", cwd=src)
+    return remote, INPUT_COMMITS[remote]
 
 
 def stage_env(tmp_path: Path, stage: str, remote: Path, **extra: str) -> dict[str, str]:
@@ -87,6 +92,7 @@ def stage_env(tmp_path: Path, stage: str, remote: Path, **extra: str) -> dict[st
         "METALLO_GIT_PASSWORD": "prt_secret",
         "METALLO_COMMIT_MESSAGE": "outputs",
         "METALLO_OUTPUT_BRANCH": "main",
+        "METALLO_COMMIT": INPUT_COMMITS.get(remote, ""),
         **extra,
     }
 
@@ -115,11 +121,22 @@ def stage_in(tmp_path: Path, remote: Path, commit: str, version: int = SCRIPT_VE
     return run_script(scripts_for(version)["stage-in"], env, tmp_path)
 
 
-def test_version_1_is_unchanged_and_new_attempts_get_version_2():
-    assert {
-        stage: hashlib.sha256(text.encode()).hexdigest()
-        for stage, text in SCRIPTS_BY_VERSION[1].items()
-    } == VERSION_1
+#: sha256 of version 2's texts as they landed (2026-11-30); frozen from then on.
+VERSION_2 = {
+    "stage-in": "d93fd69cc77daaa9753d2ac9d3b058eb842cf7541614d6a500302196aaadedbb",
+    "compute": "7923b238f43c04edee2beb6180ce040a2abb084f5c896d843ddbe4fdeae2ac1a",
+    "stage-out": "549a81e1763ded38a86459fd3f9816dfe5e201bfc09f0393c102431d86f7a340",
+}
+
+
+def test_versions_are_frozen_and_new_attempts_get_version_2():
+    # An Attempt re-renders the text of its recorded version byte for byte (seed 000,
+    # Recovery): a change to a script is a new version, never an edit of one.
+    for version, pinned in ((1, VERSION_1), (2, VERSION_2)):
+        assert {
+            stage: hashlib.sha256(text.encode()).hexdigest()
+            for stage, text in SCRIPTS_BY_VERSION[version].items()
+        } == pinned, f"version {version} changed"
     assert SCRIPT_VERSION == 2
     assert "script version 2." in scripts_for(2)["compute"].splitlines()[1]
     with pytest.raises(UnknownScriptVersion, match="version 3"):
@@ -244,3 +261,19 @@ def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):
     assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == moved
     # Version 1 pushed the input commit again, and failed here.
     assert run_script(scripts_for(1)["stage-out"], env, tmp_path).returncode == 87
+
+
+def test_stage_out_pushes_a_commit_compute_made_itself(tmp_path):
+    """A reviewer's case: compute committed its outputs, leaving a clean tree."""
+    remote, commit = repository(tmp_path)
+    recording_git_lfs(tmp_path)
+    assert stage_in(tmp_path, remote, commit).returncode == 0
+    repo = tmp_path / "ws" / "repo"
+    (repo / "metrics.json").write_text("{}\n")
+    sh("git", "add", "-A", cwd=repo)
+    sh("git", "commit", "-qm", "metrics", cwd=repo)
+    done = run_script(scripts_for(2)["stage-out"], stage_env(tmp_path, "stage-out", remote), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    head = sh("git", "rev-parse", "HEAD", cwd=repo)
+    assert f"metallo-output-commit={head}" in done.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == head

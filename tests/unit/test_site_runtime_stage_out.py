@@ -46,7 +46,8 @@ def checkout(tmp_path: Path) -> tuple[Runner, Path, Path]:
         "stage": "stage-out",
         "repo_dir": str(repo),
         "log_file": str(tmp_path / "stage-out.log"),
-        "repository": {"url": str(origin), "commit": "", "branch": "main"},
+        "repository": {"url": str(origin), "commit": sh(repo, "git", "rev-parse", "HEAD").strip(),
+                       "branch": "main"},
         "author": {"name": "Metallo", "email": "metallo@localhost"},
         "message": "outputs",
         "grace_seconds": 1,
@@ -86,3 +87,17 @@ def test_a_change_is_committed_and_pushed(tmp_path):
     assert outcome["exit_code"] == 0 and outcome["output_commit"]
     assert sh(origin, "git", "rev-parse", "main").strip() == outcome["output_commit"]
     assert sh(origin, "git", "show", "main:result.txt") == "42\n"
+
+
+def test_a_commit_compute_made_itself_is_pushed(tmp_path):
+    """A reviewer's case: compute committed its outputs and left a clean tree; stage-out
+    said "no changes" and the commit never reached the repository."""
+    runner, repo, origin = checkout(tmp_path)
+    (repo / "metrics.json").write_text("{}\n")
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-q", "-m", "metrics")
+    head = sh(repo, "git", "rev-parse", "HEAD").strip()
+    assert runner.head_commit() == head  # read from .git, no process
+    outcome = runner.stage_out()
+    assert outcome == {"exit_code": 0, "output_commit": head}
+    assert sh(origin, "git", "rev-parse", "main").strip() == head

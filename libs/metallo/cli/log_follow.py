@@ -129,7 +129,18 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
                 once("(the Site did not answer a read in time; trying again)")
                 await sleep(interval)
                 continue
-            raise refusal(read, stage)
+            if read.reason_code != "attempt-not-prepared" or not ended_before_read:
+                raise refusal(read, stage)
+            # It ended before its Site ran it (refused, or cancelled first): no log.
+            note(f"(Attempt {followed} ended before its Site ran it; it has no log)")
+            later = [n for n in numbers if n > followed]
+            if later and not attempt:
+                followed, offset = min(later), 0
+                continue
+            if run.phase == "terminal" or attempt:
+                return run
+            await sleep(interval)
+            continue
         if not read.HasField("next_offset"):
             raise CliError("this Site's Runtime cannot follow a log (it predates log offsets)",
                            f"read the log once the Run has ended: `metallo run wait {run_id}`, "
@@ -149,6 +160,10 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
         if more:
             continue
         if ended_before_read:
+            if read.size > read.next_offset:
+                # The ended log's last bytes are not a whole UTF-8 character.
+                once(f"(the {stage} log of Attempt {followed} ends with "
+                     f"{read.size - read.next_offset} bytes that are not UTF-8 text)")
             later = [n for n in numbers if n > followed]
             if later and not attempt:
                 followed, offset = min(later), 0

@@ -127,9 +127,10 @@ def answer_from_result(
     ``observation.log {stage, text, truncated, offset, next_offset, size}`` → ready;
     ``refused`` → refused with its code. A tail read's text longer than ``max_bytes``
     (UTF-8) keeps its tail and is marked truncated; a read from ``requested_offset``
-    answered with more than ``max_bytes``, or from another offset, is malformed (it
-    could not be followed without loss or repetition). Offsets that are not whole
-    non-negative numbers are dropped (the read cannot be followed, its text stands)."""
+    answered without offsets, from another offset or covering more than ``max_bytes``
+    of the log is malformed (it could not be followed without loss or repetition).
+    A tail read's offsets that are not whole non-negative numbers are dropped (it
+    cannot be followed; its text stands)."""
     if result.get("outcome") == "refused":
         return LogAnswer(
             REFUSED,
@@ -147,11 +148,17 @@ def answer_from_result(
     )
     if next_offset is None or text_offset is None or next_offset < text_offset:
         text_offset = next_offset = None
-    if requested_offset is not None and (
-        len(raw) > max_bytes or (text_offset is not None and text_offset != requested_offset)
-    ):
-        return LogAnswer(REFUSED, reason_code=MALFORMED_CODE)
-    if len(raw) > max_bytes:
+    if requested_offset is not None:
+        # Bytes of the log, not of the text: undecodable bytes come back as U+FFFD (3
+        # bytes each), so the text may be longer than what it covers.
+        if (
+            text_offset is None
+            or next_offset is None
+            or text_offset != requested_offset
+            or next_offset - text_offset > max_bytes
+        ):
+            return LogAnswer(REFUSED, reason_code=MALFORMED_CODE)
+    elif len(raw) > max_bytes:
         raw = raw[len(raw) - max_bytes :]
         truncated = True
         text_offset = None  # cut here: where the text starts is no longer known exactly

@@ -87,6 +87,8 @@ class ChainRendering(ChainBase):
                 env["METALLO_BRANCH"] = r["repository"]["branch"]
             else:
                 env["METALLO_OUTPUT_BRANCH"] = r["repository"]["output_branch"]
+                if version >= 2:  # to tell "nothing to push" (version 1 did not know it)
+                    env["METALLO_COMMIT"] = r["repository"]["commit"]
                 env["METALLO_COMMIT_MESSAGE"] = (
                     f"Metallo run {att.run_id} attempt {att.attempt_number}"
                 )

@@ -181,9 +181,11 @@ _STAGE_OUT_V2 = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70
 make_askpass
 git add --all || exit 87
 if git diff --cached --quiet; then
-  # Nothing changed: pushing the input commit again would only fail (non-fast-forward)
-  # when another Run moved the branch meanwhile, as the local executor never does.
-  if [ "$(git symbolic-ref --quiet --short HEAD)" = "$METALLO_OUTPUT_BRANCH" ]; then
+  # Nothing changed (and compute made no commit of its own): pushing the input commit
+  # again would only fail (non-fast-forward) when another Run moved the branch
+  # meanwhile, as the local executor never does.
+  if [ "$(git rev-parse HEAD)" = "$METALLO_COMMIT" ] &&
+    [ "$(git symbolic-ref --quiet --short HEAD)" = "$METALLO_OUTPUT_BRANCH" ]; then
     say "no changes to commit; nothing pushed"
     exit 0
   fi

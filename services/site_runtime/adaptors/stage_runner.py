@@ -389,6 +389,20 @@ class Runner:
                 return _exit(rc, "compute-failed")
         return {"exit_code": 0}
 
+    def head_commit(self) -> str | None:
+        """The checkout's ``HEAD`` commit (40 hex), read from ``.git`` when ``HEAD`` is a
+        branch with a loose ref — what ``checkout -B`` and ``commit`` write — else from
+        ``git rev-parse HEAD`` (one process); None when it cannot be told."""
+        dot_git = Path(self.spec["repo_dir"]) / ".git"
+        try:
+            head = (dot_git / "HEAD").read_text().strip()
+            if head.startswith("ref: refs/heads/") and ".." not in head:
+                return (dot_git / head[len("ref: ") :]).read_text().strip()
+        except OSError:
+            pass
+        rc, out = self.git("rev-parse", "HEAD", capture=True)
+        return out.strip() if rc == 0 else None
+
     def stage_out(self) -> dict[str, Any]:
         """Commit every change and push ``HEAD`` to the Run's branch (LFS objects first).
 
@@ -408,12 +422,13 @@ class Runner:
             changed = self.git("diff", "--cached", "--quiet")[0] != 0
         else:
             changed = False
-        if not changed:
+        if not changed and self.head_commit() == info["commit"]:
             self.note("no changes to commit; nothing pushed")
             return {"exit_code": 0, "output_commit": None}
-        rc, _ = self.git("commit", "-q", "--no-verify", "-m", self.spec["message"])
-        if rc != 0:
-            return _exit(rc, "stage-out-failed")
+        if changed:  # else compute committed its outputs itself: push those
+            rc, _ = self.git("commit", "-q", "--no-verify", "-m", self.spec["message"])
+            if rc != 0:
+                return _exit(rc, "stage-out-failed")
         if self.lfs_files():
             rc = self.git_retried("lfs", "push", "origin", info["branch"])
             if rc != 0:

@@ -96,8 +96,13 @@ def complete_utf8(data: bytes) -> bytes:
 def fit_head(data: bytes, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, int]:
     """Decode a read from an offset (``data`` = the log's bytes from there) and drop its
     newest bytes until its JSON encoding fits ``budget`` bytes, ending on a whole
-    character. Returns (text, bytes of ``data`` the text covers)."""
-    data = complete_utf8(data)
+    character. Returns (text, bytes of ``data`` the text covers). When ``data`` is only
+    the first bytes of one character (a read limit below that character's length) they
+    are returned decoded as U+FFFD, so a reader always gets past them."""
+    whole = complete_utf8(data)
+    if not whole and data:
+        return data.decode("utf-8", "replace"), len(data)
+    data = whole
     while True:
         text = data.decode("utf-8", "replace")
         encoded = len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
@@ -227,9 +232,15 @@ async def permitted_read(
         start = covered_to - kept
         truncated = start > 0  # the log holds more before the text
     else:
-        text, covered = fit_head(data)
+        read_to = start + len(data)
+        if read_to < size:  # stopped at max_bytes: whole characters, and always progress
+            text, covered = fit_head(data)
+            truncated = True  # more follows now: the reader asks again at once
+        else:  # at the end: a character still being written waits for the next read
+            whole = complete_utf8(data)
+            text, covered = fit_head(whole) if whole else ("", 0)
+            truncated = covered < len(whole)  # cut to the message budget
         covered_to = start + covered
-        truncated = covered_to < size  # more follows than was returned
     log = {
         "stage": stage,
         "text": text,
