@@ -201,32 +201,60 @@ async def test_cancel_kills_the_process_group_and_records_cancelled(edge, runtim
 
 async def test_deferral_is_reported_once_and_the_command_stays_pending(edge, tmp_path):
     url, commit = await seed_repository(edge, tmp_path)
-    busy = await new_runtime(edge, tmp_path, max_active=0)
+    runtime = await new_runtime(edge, tmp_path)
+    # The Attempt's workspace path is taken by a file: prepare cannot create it (yet).
+    blocker = runtime.state / "workspaces" / "att-1"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a directory\n")
     try:
-        await busy.handle(
-            await edge.append("prepare", payload=batch_payload(url, commit, ["true"]))
-        )
-        start_seq = await edge.append("start")
-        delays = [await busy.worker.step() for _ in range(4)]
-        # runtime-busy carries a retry hint: the worker retries at the executor's
-        # pace instead of its exponential deferral back-off (1, 2, 4, 8 s).
-        assert delays and all(d is not None and d <= 0.5 for d in delays), delays
-        entry = busy.delivery.entry(start_seq)
+        seq = await edge.append("prepare", payload=batch_payload(url, commit, ["true"]))
+        for _ in range(4):
+            await runtime.worker.step()
+        entry = runtime.delivery.entry(seq)
         assert entry.state == "dispatched" and entry.result_json is None
-        assert entry.reported_codes == {"runtime-busy"}
+        assert entry.reported_codes == {"workspace-unavailable"}
         async with edge.engine.connect() as conn:
             reports = (await conn.execute(select(progress_reports.c.code))).scalars().all()
-        assert reports == ["runtime-busy"]
-        assert await edge_result(edge, start_seq) is None
+        assert reports == ["workspace-unavailable"]  # once per command and code
+        assert await edge_result(edge, seq) is None
+        blocker.unlink()  # the condition clears: the same command goes ahead
+        assert (await runtime.handle(seq))["outcome"] == "succeeded"
+    finally:
+        await runtime.close()
+
+
+async def test_a_start_beyond_the_limit_waits_without_holding_the_stream(edge, tmp_path):
+    """A new user's case: with every slot taken, a deferred start held the Site's ordered
+    stream, so every other Run's observe, cancel and log read waited behind it. The
+    start is now accepted and the Attempt waits (queued / PENDING) for a free slot."""
+    url, commit = await seed_repository(edge, tmp_path)
+    busy = await new_runtime(edge, tmp_path, max_active=0)
+    try:
+        for attempt in ("att-1", "att-2"):
+            seq = await edge.append("prepare", payload=batch_payload(url, commit, ["true"]),
+                                    attempt_id=attempt)
+            assert (await busy.handle(seq))["outcome"] == "succeeded"
+            started = await busy.handle(await edge.append("start", attempt_id=attempt))
+            assert started["outcome"] == "succeeded", started
+            assert (started["observation"]["phase"], started["observation"]["native_state"]) == (
+                "queued", "PENDING")
+        assert busy.jobs.waiting_attempts() == ["att-1", "att-2"]  # first come, first served
+        # The stream goes on: an observe and a cancel of the waiting Attempts are answered.
+        seen = await busy.handle(await edge.append("observe", attempt_id="att-1"))
+        assert seen["observation"]["phase"] == "queued" and seen["native_jobs"] == []
+        cancelled = await busy.handle(await edge.append("cancel", attempt_id="att-2",
+                                                        payload={"reason": "member-request"}))
+        assert cancelled["message"] == "accepted"
+        assert cancelled["observation"]["phase"] == "cancelled"
     finally:
         await busy.close()
-    # With a free slot the same command goes ahead.
+    # A Runtime with a free slot starts the one still waiting (a restart keeps the queue).
     free = await new_runtime(edge, tmp_path)
     try:
-        started = await free.handle(start_seq)
-        assert started["outcome"] == "succeeded"
         done = await observe_until(free, edge, "att-1", {"succeeded", "failed"})
-        assert done["observation"]["phase"] == "succeeded"
+        assert done["observation"]["phase"] == "succeeded", done
+        assert free.jobs.attempt("att-2").state == "cancelled"
+        assert stage_rows(free.state, "att-2") == {}  # nothing of it ever ran
     finally:
         await free.close()
 

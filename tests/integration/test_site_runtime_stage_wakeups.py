@@ -85,10 +85,10 @@ async def test_stages_follow_each_other_without_waiting_for_the_poll(edge, tmp_p
         await runtime.close()
 
 
-async def test_a_start_at_the_limit_waits_for_the_pass_that_frees_a_slot(edge, tmp_path):
-    """max_active 1: the second start is not deferred (``runtime-busy``) when the first
-    Attempt ends within the poll interval; the pass its runner's wake-up causes frees
-    the slot and the start goes on."""
+async def test_a_waiting_start_goes_on_with_the_pass_that_frees_a_slot(edge, tmp_path):
+    """max_active 1: the second start is answered at once (the Attempt waits), and the
+    supervision pass that the first Attempt's runner wakes at its end launches it —
+    not the 20 s poll."""
     runtime = await new_runtime(edge, tmp_path, poll_seconds=20.0, max_active=1)
     try:
         url, commit = await seed_repository(edge, tmp_path)
@@ -104,6 +104,11 @@ async def test_a_start_at_the_limit_waits_for_the_pass_that_frees_a_slot(edge, t
         await asyncio.wait_for(runtime.worker.step(), 30.0)  # one step: no deferral
         entry = runtime.delivery.entry(seq)
         assert entry is not None and entry.state == "acknowledged", entry
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15.0  # well inside the 20 s poll
+        while runtime.jobs.attempt("att-2").state != "succeeded":
+            assert loop.time() < deadline, runtime.jobs.attempt("att-2").state
+            await asyncio.sleep(0.1)
         assert runtime.jobs.attempt("att-1").state == "succeeded"
     finally:
         await runtime.close()

@@ -73,7 +73,8 @@ class LocalSettings:
     ``grace_seconds``: TERM → KILL delay for wall time and cancellation;
     ``staging_seconds``: time limit of stage-in and stage-out each;
     ``max_wall_seconds``: the Site's compute limit (None: no limit);
-    ``max_active``: Attempts in stage-in/compute/stage-out at once (more: ``runtime-busy``);
+    ``max_active``: Attempts in stage-in/compute/stage-out at once; a start beyond it is
+    accepted and the Attempt ``waiting`` until a slot frees (first come, first served);
     ``launch_timeout_seconds``: a launched runner that has not claimed its stage after
     this long is launched once more (the claim file prevents a second effect);
     ``release_delay_seconds``: an ended stage's repository grant is released within
@@ -115,7 +116,6 @@ class LocalExecutor:
         self.processes = StageProcesses()
         self._task: asyncio.Task | None = None
         self._wakeups: StageWakeups | None = None
-        self._pass_done = asyncio.Event()  # set after every supervision pass
         self._edge_combines_grants = True  # False after an older edge refused the field
         self.releases = GrantReleases(
             journal, grants, delay_seconds=settings.release_delay_seconds
@@ -169,27 +169,15 @@ class LocalExecutor:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.releases.flush(), STOP_RELEASE_SECONDS)
 
-    async def _slot_free(self) -> bool:
-        """Whether fewer than ``max_active`` Attempts are active, waiting up to
-        ``poll_seconds`` for a supervision pass to end one (the stream is serial, so
-        waiting here costs the same as a deferral and starts the Attempt sooner)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.poll_seconds
-        while len(self.journal.active_attempts()) >= self.settings.max_active:
-            left = deadline - loop.time()
-            if self._task is None or left <= 0:
-                return False  # no supervision pass runs to free a slot, or waited enough
-            self._pass_done.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._pass_done.wait(), left)
-        return True
+    def _has_slot(self) -> bool:
+        """Whether fewer than ``max_active`` Attempts are in a stage now."""
+        return len(self.journal.active_attempts()) < self.settings.max_active
 
     async def _supervise(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             began = loop.time()
             await self.tick()
-            self._pass_done.set()
             if self._wakeups is None:
                 await asyncio.sleep(self.settings.poll_seconds)
             elif await self._wakeups.wait(self.settings.poll_seconds):
@@ -212,7 +200,83 @@ class LocalExecutor:
                     attempt_id,
                     type(error).__name__,
                 )
+        await self.start_waiting()
         await self._flush_releases()
+
+    async def start_waiting(self) -> None:
+        """Launch stage-in of ``waiting`` Attempts, oldest first, while slots are free.
+
+        A waiting Attempt's start was answered already, so what stops it now is a
+        failure of the Attempt, not a refusal: its deadline passed
+        (``attempt-deadline-passed``, seed 000: expiry refuses stage-in not yet
+        submitted) or authority refused it now (``authorisation-refused``). An edge that
+        cannot answer leaves it waiting for the next pass."""
+        for attempt_id in self.journal.waiting_attempts():
+            if not self._has_slot():
+                return
+            async with self._lock(attempt_id):
+                row = self.journal.attempt(attempt_id)
+                if row is None or row.state != "waiting" or row.cancel_result is not None:
+                    continue
+                try:
+                    refusal = await self._begin(row)
+                except (Deferred, EdgeUnavailable) as error:
+                    log.info("attempt %s: still waiting (%s)", attempt_id, type(error).__name__)
+                    return
+                if refusal is not None:
+                    code, message = refusal
+                    log.info("attempt %s: not started after waiting: %s", attempt_id, message)
+                    self._fail_before_stage_in(row, code)
+                    continue
+                row = self.journal.attempt(attempt_id)
+                if row is not None and row.state not in TERMINAL:
+                    await self._advance(row, raise_deferrals=False)
+
+    def _fail_before_stage_in(self, row: AttemptRow, code: str) -> None:
+        """The Attempt fails before stage-in runs, with ``code`` in its failure record."""
+        if self.journal.stage(row.attempt_id, "stage-in") is None:
+            self.journal.launch_intent(row.attempt_id, "stage-in")
+        self.journal.finish_stage(
+            row.attempt_id,
+            "stage-in",
+            "failed",
+            exit_code=None,
+            signal=None,
+            code=code,
+            output_commit=None,
+        )
+        self.journal.set_state(row.attempt_id, "failed")
+
+    async def _begin(self, row: AttemptRow) -> tuple[str, str] | None:
+        """Check the deadline, authorise again (with the stage-in grant when the edge
+        combines them) and launch stage-in. Returns None once launched, else the
+        (code, message) that stopped it; a refused stage-in grant fails the Attempt
+        here and returns ``authorisation-refused``. Raises Deferred when the edge
+        cannot answer now."""
+        job = parse_job(row.material)
+        if job.deadline_passed(datetime.now(UTC)):
+            return (
+                "attempt-deadline-passed",
+                "the Attempt's deadline has passed; nothing was started",
+            )
+        issued: RepositoryGrant | None = None
+        try:
+            if (
+                self._needs_grant("stage-in", job)
+                and self._edge_combines_grants
+                and hasattr(self.authority, "authorise_with_grant")
+            ):
+                # One round trip: the decision and the stage-in grant together.
+                refused, issued = await self._authorise_with_grant(row, job)
+            else:
+                refused = await self._authorise(row.run_id, row.attempt_id, job)
+            if refused is not None:
+                return "authorisation-refused", refused
+            await self._launch(row, "stage-in", issued=issued)
+        except EdgeRefused as error:
+            self._fail_before_stage_in(row, "authorisation-refused")
+            return "authorisation-refused", f"repository grant refused: {error.code}"
+        return None
 
     # ================================================================ commands
     async def prepare(self, command: SiteCommand) -> CommandResult:
@@ -263,9 +327,12 @@ class LocalExecutor:
             return self._save(command, "succeeded", row=row)
 
     async def start(self, command: SiteCommand) -> CommandResult:
-        """Authorise again and launch stage-in (a repository grant is issued for it).
-        Refusals: ``attempt-not-prepared``, ``authorisation-refused``. Deferrals:
-        ``runtime-busy``, ``authority-unavailable``, ``repository-unavailable``."""
+        """Authorise again and launch stage-in (a repository grant is issued for it) — or,
+        when ``max_active`` Attempts are in a stage (or others wait already), accept the
+        start and leave the Attempt ``waiting`` (observed as ``queued``/``PENDING``) for
+        :meth:`start_waiting`. Refusals: ``attempt-not-prepared``,
+        ``attempt-deadline-passed``, ``authorisation-refused``. Deferrals:
+        ``authority-unavailable``, ``repository-unavailable``."""
         saved = self.journal.result(command.command_id)
         if saved is not None:
             return CommandResult(**saved)
@@ -279,57 +346,24 @@ class LocalExecutor:
                     message="the Attempt was not prepared at this Runtime",
                 )
             if row.state == "prepared":
-                job = parse_job(row.material)
-                if job.deadline_passed(datetime.now(UTC)):
-                    return self._save(
-                        command,
-                        "refused",
-                        code="attempt-deadline-passed",
-                        message="the Attempt's deadline has passed; nothing was started",
-                    )
-                if not await self._slot_free():
-                    # Slots free as stages end (the supervision pass reaps them), so
-                    # retry at that pace rather than with the exponential back-off.
-                    raise Deferred(
-                        "runtime-busy",
-                        "the local concurrency limit is reached",
-                        retry_after=max(self.settings.poll_seconds, 0.2),
-                    )
-                issued: RepositoryGrant | None = None
-                try:
-                    if (
-                        self._needs_grant("stage-in", job)
-                        and self._edge_combines_grants
-                        and hasattr(self.authority, "authorise_with_grant")
-                    ):
-                        # One round trip: the decision and the stage-in grant together.
-                        refused, issued = await self._authorise_with_grant(row, job)
-                    else:
-                        refused = await self._authorise(row.run_id, row.attempt_id, job)
-                    if refused is not None:
+                if not self._has_slot() or self.journal.waiting_attempts():
+                    # Accepted now, launched when a slot frees (start_waiting): a
+                    # deferral here would hold the Site's whole ordered stream — every
+                    # other Run's observe, cancel and log read — behind this start.
+                    if parse_job(row.material).deadline_passed(datetime.now(UTC)):
                         return self._save(
-                            command, "refused", code="authorisation-refused", message=refused
+                            command,
+                            "refused",
+                            code="attempt-deadline-passed",
+                            message="the Attempt's deadline has passed; nothing was started",
                         )
-                    await self._launch(row, "stage-in", issued=issued)
-                except EdgeRefused as error:
-                    if self.journal.stage(row.attempt_id, "stage-in") is None:
-                        self.journal.launch_intent(row.attempt_id, "stage-in")
-                    self.journal.finish_stage(
-                        row.attempt_id,
-                        "stage-in",
-                        "failed",
-                        exit_code=None,
-                        signal=None,
-                        code="authorisation-refused",
-                        output_commit=None,
-                    )
-                    self.journal.set_state(row.attempt_id, "failed")
-                    return self._save(
-                        command,
-                        "refused",
-                        code="authorisation-refused",
-                        message=f"repository grant refused: {error.code}",
-                    )
+                    self.journal.set_state(row.attempt_id, "waiting")
+                    log.info("attempt %s: waiting for a free slot", row.attempt_id)
+                    return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+                refusal = await self._begin(row)
+                if refusal is not None:
+                    code, message = refusal
+                    return self._save(command, "refused", code=code, message=message)
             row = self.journal.attempt(command.attempt_id)
             assert row is not None
             if row.state not in TERMINAL:
@@ -347,8 +381,12 @@ class LocalExecutor:
                     "attempt-not-prepared",
                     "the Attempt was not prepared at this Runtime",
                 )
-            if row.state not in TERMINAL and row.state != "prepared":
+            waiting = row.state == "waiting"
+            if row.state not in TERMINAL and row.state not in ("prepared", "waiting"):
                 await self._advance(row, raise_deferrals=False)
+        if waiting and self._has_slot():
+            await self.start_waiting()  # a Runtime without a supervision pass still starts it
+        async with self._lock(command.attempt_id):
             result = self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
         # Due releases go now too (a Runtime without a supervision pass still releases).
         await self._flush_releases()

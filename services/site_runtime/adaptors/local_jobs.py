@@ -5,8 +5,9 @@ Tables:
 
 - ``attempts``: one row per prepared Attempt — the prepare command's material (the
   payload JSON, no secrets), the workspace path, the journal state (``prepared``,
-  ``stage-in``, ``compute``, ``stage-out``, ``succeeded``, ``failed``,
-  ``cancelled``) and the saved cancellation result;
+  ``waiting`` — started, waiting for a free slot —, ``stage-in``, ``compute``,
+  ``stage-out``, ``succeeded``, ``failed``, ``cancelled``) and the saved cancellation
+  result;
 - ``stages``: one row per launched stage — state (``launching``, ``running``,
   ``succeeded``, ``failed``, ``cancelled``), runner pid and its start time in clock
   ticks (for re-adoption), launch count, the repository grant id and whether it was
@@ -205,6 +206,14 @@ class LocalJobsJournal:
                 " WHERE attempt_id = ?",
                 (state, cancel_result, now_iso(), attempt_id),
             )
+
+    def waiting_attempts(self) -> list[str]:
+        """Ids of Attempts whose start was accepted and which wait for a free slot, in
+        the order they began waiting."""
+        rows = self._conn.execute(
+            "SELECT attempt_id FROM attempts WHERE state = 'waiting' ORDER BY updated_at, rowid"
+        )
+        return [r["attempt_id"] for r in rows]
 
     def active_attempts(self) -> list[str]:
         """Ids of Attempts in stage-in, compute or stage-out, oldest first."""

@@ -244,6 +244,7 @@ class StageFacts:
 #: Attempt states of the local journal and the observation phase each maps to.
 PHASE_OF_STATE = {
     "prepared": "prepared",
+    "waiting": "queued",  # started, waiting for a free local slot
     "stage-in": "queued",
     "compute": "running",
     "stage-out": "running",
@@ -254,6 +255,7 @@ PHASE_OF_STATE = {
 
 NATIVE_STATE = {
     "prepared": "PREPARED",
+    "waiting": "PENDING",
     "stage-in": "STAGE_IN",
     "compute": "COMPUTE",
     "stage-out": "STAGE_OUT",
