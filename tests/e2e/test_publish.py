@@ -50,3 +50,31 @@ def test_publishing_again_adds_a_commit_with_exactly_the_directorys_files(local_
         read_file(url, "main", second["commit"], "old.txt")  # gone from the directory: deleted
 
     assert _publish(tmp_path, name)["commit"] == second["commit"]  # nothing changed: no commit
+
+
+def test_a_clone_shows_what_was_pushed_and_an_empty_directory_is_not_published(
+    local_stack, tmp_path
+):
+    name = f"clone-{uuid.uuid4().hex[:8]}"
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "actions.yaml").write_text("version: 1\nactions: {}\n")
+    published = _publish(source, name)
+    done = metallo("dev", "clone", name, str(tmp_path / "copy"), "--output", "json")
+    assert done.code == 0, done.stderr
+    assert done.json()["commit"] == published["commit"]
+    assert (tmp_path / "copy" / "actions.yaml").read_text() == "version: 1\nactions: {}\n"
+    # The operator token is not kept in the clone.
+    token = (Layout.default().secrets / "git-operator-token").read_text().strip()
+    kept = "".join(p.read_text(errors="replace") for p in (tmp_path / "copy" / ".git").rglob("*")
+                   if p.is_file() and p.stat().st_size < 1_000_000)
+    assert token not in kept
+    again = metallo("dev", "clone", published["repository_url"], str(tmp_path / "copy"))
+    assert again.code == 1 and "exists already" in again.stderr
+
+    empty = tmp_path / "empty"
+    (empty / "__pycache__").mkdir(parents=True)  # left out: nothing to publish
+    refused = metallo("dev", "publish", str(empty), "--name", f"{name}-empty")
+    assert refused.code == 1 and "holds no file to publish" in refused.stderr
+    missing = metallo("dev", "clone", f"{name}-empty", str(tmp_path / "none"))
+    assert missing.code == 1  # nothing was created on the server

@@ -380,7 +380,7 @@ async def test_logs_reads_through_execution_core_and_prints_the_text(amqp_url, t
         refused = await cli("run", "logs", RUN_ID)
     assert ok.code == 0, ok.stderr
     assert ok.stdout == "the data file is missing\n"
-    assert "only the last 1000 bytes" in ok.stderr
+    assert "only the last 25 bytes of the text are shown" in ok.stderr  # what it holds, not --max-bytes
     sent = s.received[0]
     assert (sent.run_id, sent.stage, sent.attempt_number, sent.max_bytes) == (RUN_ID, "compute", 0, 1000)
     assert refused.code == 2 and "authorisation-refused" in refused.stderr

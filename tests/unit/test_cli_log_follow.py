@@ -47,7 +47,7 @@ class Site:
     def run(self, _query) -> ec.Run:
         done = all(not p for p in self.pieces.values()) and self.started == len(self.pieces)
         run = ec.Run(run_id=RUN_ID, project="demo", action="train", phase="terminal" if done
-                     else "running", outcome=self.outcome if done else "")
+                     else "running", outcome=self.outcome if done else "", max_attempts=3)
         for n in range(1, self.started + 1):
             ended = done or n < self.started or not self.pieces[n]
             run.attempts.add(number=n, state=("failed" if n < len(self.pieces) else self.outcome)
@@ -179,3 +179,56 @@ async def test_an_attempt_that_never_ran_at_its_site_has_no_log(amqp_url, topolo
     assert whole.code == 0, whole.stderr
     assert whole.stdout == "second\n"
     assert first.code == 0 and "has no log" in first.stderr and first.stdout == ""
+
+
+async def test_an_attempt_that_cannot_exist_is_not_found_and_an_ended_one_exits_by_its_state(
+    amqp_url, topology
+):
+    site = Site({1: [b"boom\n"], 2: [b"x\n", b"y\n", b"z\n"]}, outcome="succeeded")
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        first = await cli("run", "logs", RUN_ID, "--follow", "--attempt", "1")
+        beyond = await cli("run", "logs", RUN_ID, "--follow", "--attempt", "7")
+    # Attempt 1 failed while the Run goes on (a retry): exit 1, as its state says.
+    assert first.code == 1, first.stderr
+    assert first.stdout == "boom\n" and "Attempt 1 failed" in first.stderr
+    # The Run allows at most three Attempts: there never will be a seventh.
+    assert beyond.code == 3 and "has no Attempt 7" in beyond.stderr
+
+
+def test_a_cut_tail_says_how_much_of_the_log_is_shown():
+    read = ec.RunLogRead(text="x" * 10, truncated=True, offset=90, next_offset=100, size=100)
+    assert log_follow.cut_remark(read) == "only the last 10 of the log's 100 bytes are shown"
+
+
+def follower(args, env):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "metallo.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def test_interrupting_a_follow_says_how_to_resume_and_a_closed_pipe_ends_it_quietly(
+    amqp_url, topology
+):
+    import asyncio
+    import os
+    import signal
+
+    site = Site({1: [f"line {i}\n".encode() for i in range(10_000)]})
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        proc = follower(["run", "logs", RUN_ID, "--follow"], dict(os.environ))
+        first = await asyncio.to_thread(proc.stdout.readline)
+        assert first.startswith("line")
+        proc.send_signal(signal.SIGINT)
+        _, errors = await asyncio.to_thread(proc.communicate, timeout=30)
+        assert proc.returncode == 4, errors  # outcome uncertain: the Run goes on
+        assert "stopped following" in errors and f"metallo run logs {RUN_ID} --follow" in errors
+
+        closed = follower(["run", "logs", RUN_ID, "--follow"], dict(os.environ))
+        await asyncio.to_thread(closed.stdout.readline)
+        closed.stdout.close()  # the reader goes away, as `| head -1` does
+        await asyncio.to_thread(closed.wait, 30)
+        errors = closed.stderr.read()
+        assert closed.returncode == 0, errors
+        assert "Traceback" not in errors and "BrokenPipe" not in errors

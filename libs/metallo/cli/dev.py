@@ -158,3 +158,44 @@ def publish(directory: Annotated[str, typer.Argument(help="directory to publish"
         print_json({"repository_url": url, "commit": commit, "branch": "main"})
     else:
         out.print(f"{url} main {commit}")
+
+
+@app.command("clone")
+def clone(repository: Annotated[str, typer.Argument(
+              help="a lab repository: its name (demo) or URL (https://…/git/demo.git)")],
+          directory: Annotated[str | None, typer.Argument(
+              help="where to clone it; default: ./NAME")] = None,
+          branch: Annotated[str | None, typer.Option(help="check out this branch")] = None,
+          output: opt.OutputOpt = Output.table) -> None:
+    """Clone a repository of the lab Git server — to read what Runs pushed (outputs,
+    metrics) — with the dev stack's operator credential, which is not stored in the
+    clone (run it again for later outputs)."""
+    from pathlib import Path
+
+    from metallo.devstack.control import status as stack_status
+    from metallo.devstack.gitrepo import PublishError, valid_name
+    from metallo.devstack.gitrepo import clone as clone_repository
+
+    state = stack_status()
+    if state is None:
+        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
+                       Exit.NOT_FOUND, code="stack-not-running")
+    prefix = f"{state['edge_url']}/git/"
+    name = repository[len(prefix):] if repository.startswith(prefix) else repository
+    name = name.removesuffix(".git")
+    if not valid_name(name):
+        raise CliError(f"{repository!r} is not a lab repository name or URL",
+                       f"pass NAME or {prefix}NAME.git (`metallo dev publish` printed it)",
+                       Exit.USAGE, code="invalid-argument")
+    destination = Path(directory or name)
+    try:
+        commit = clone_repository(f"{prefix}{name}.git", destination.resolve(), branch=branch)
+    except (PublishError, OSError) as exc:
+        raise CliError(f"cannot clone {name}.git: {exc}",
+                       "check the name (`metallo dev publish` printed the URL), the branch "
+                       "and `metallo dev status`", Exit.FAILED, code="clone-failed") from None
+    if output is Output.json:
+        print_json({"repository_url": f"{prefix}{name}.git", "directory": str(destination),
+                    "commit": commit})
+    else:
+        out.print(f"{destination} {commit}")

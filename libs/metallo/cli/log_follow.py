@@ -50,6 +50,16 @@ async def read_once(platform: Platform, who: Actor, run_id: str, *, attempt: int
         await asyncio.sleep(0.3)
 
 
+def cut_remark(read: ec.RunLogRead) -> str:
+    """What a tail read left out, in bytes: "only the last N of the log's M bytes are
+    shown" (the text may be shorter than --max-bytes: a read's text is also kept inside
+    the 4 MiB message budget)."""
+    if read.HasField("offset") and read.HasField("next_offset") and read.HasField("size"):
+        shown = read.next_offset - read.offset
+        return f"only the last {shown} of the log's {read.size} bytes are shown"
+    return f"only the last {len(read.text.encode())} bytes of the text are shown"
+
+
 def refusal(read: ec.RunLogRead, stage: str) -> CliError:
     """The CliError for a read that did not become ``ready``, with what to do next."""
     if read.state == "pending":
@@ -62,9 +72,11 @@ def refusal(read: ec.RunLogRead, stage: str) -> CliError:
         "executor the stack ran with then: see `metallo run show`'s native jobs)",
     }
     code = read.reason_code or "log-read-refused"
+    # The Site does not have the Attempt: nothing to read there (not a usage error).
+    exit_code = Exit.NOT_FOUND if code == "attempt-not-prepared" else Exit.USAGE
     return CliError(f"the log read was refused: {read.reason_code or read.state}",
                     hints.get(code, "check that the Run's Attempt ran at a Site and that you "
-                              "may read it (runs.read)"), Exit.USAGE, code=code)
+                              "may read it (runs.read)"), exit_code, code=code)
 
 
 async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str, attempt: int,
@@ -102,6 +114,13 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
         if followed is None and latest:
             followed = latest
         current = numbers.get(followed or 0)
+        if current is None and attempt and (
+            run.phase == "terminal" or 0 < run.max_attempts < attempt
+        ):
+            raise CliError(f"Run {run_id} has no Attempt {attempt}"
+                           + (f" (at most {run.max_attempts})" if run.max_attempts else ""),
+                           f"`metallo run show {run_id}` lists its Attempts; omit --attempt "
+                           "for the latest", Exit.NOT_FOUND, code="not-found")
         if current is None:
             if followed is not None and run.phase != "terminal":
                 once(f"(Run {run_id} has no Attempt {followed} yet; waiting)")

@@ -109,6 +109,10 @@ def print_run(run: ec.Run) -> None:
             table.add_row(str(a.number), a.state, a.native_state, native_jobs_text(a.native_jobs),
                           exit_text.strip(), a.reason_code)
         print_list_table(table)
+    if run.outcome == "failed" and len(run.attempts):
+        stage = run.attempts[-1].exit.failure_stage or "compute"
+        err.print(f"next: `metallo run logs {run.run_id} --stage {stage}` shows what it wrote",
+                  markup=False)
 
 
 def _run(coro):
@@ -264,6 +268,10 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
                 if refused.code == "not-found" and attempt:
                     refused.hint = (f"`metallo run show {run_id}` lists its Attempts; "
                                     "omit --attempt for the latest")
+                elif refused.code == "not-found" and "has no Attempt" in refused.message:
+                    refused.hint = (f"the Run has no Attempt yet (`metallo run show {run_id}` "
+                                    f"says why); `metallo run logs {run_id} --follow` waits "
+                                    "for it")
                 raise
 
     read = _run(body())
@@ -281,7 +289,7 @@ def logs(run_id: str, member: opt.Member = None, project: opt.Project = None,
         err.print(f"(the {stage} log is empty: the stage did not run or wrote nothing; "
                   "`metallo run show RUN` shows which stages ran)", markup=False)
     if read.truncated:
-        err.print(f"(only the last {max_bytes} bytes are shown)", markup=False)
+        err.print(f"({log_follow.cut_remark(read)})", markup=False)
 
 
 def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_bytes: int,
@@ -294,6 +302,8 @@ def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_byte
     from metallo.cli import log_follow
 
     def emit(read: ec.RunLogRead) -> None:
+        if read.truncated and not read.HasField("requested_offset"):
+            note(f"({log_follow.cut_remark(read)})")  # the first read: the log's tail
         if output is Output.json:
             sys.stdout.write(json.dumps({"attempt_number": read.attempt_number, "stage": stage,
                                          "offset": read.offset, "text": read.text}) + "\n")
@@ -309,11 +319,32 @@ def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_byte
             return await log_follow.follow_log(p, who, run_id, stage=stage, attempt=attempt,
                                                max_bytes=max_bytes, emit=emit, note=note)
 
-    run = _run(body())
+    resume = f"`metallo run logs {run_id} --follow` goes on from the log's end"
+    try:
+        run = _run(body())
+    except KeyboardInterrupt:
+        note(f"(stopped following; the Run goes on: {resume})")
+        raise typer.Exit(Exit.UNCERTAIN) from None
+    except BrokenPipeError:
+        # The reader stopped reading (`| head`): nothing to say, and nowhere to say it.
+        _quiet_stdout()
+        raise typer.Exit(Exit.OK) from None
     if output is Output.json:
         sys.stdout.write(json.dumps({"run": run_summary(run)}) + "\n")
     if run.phase != "terminal":
-        note(f"(Attempt {attempt} has ended; Run {run_id} goes on: phase {run.phase})")
-        raise typer.Exit(Exit.OK)
+        followed = next((a for a in run.attempts if a.number == attempt), None)
+        state = followed.state if followed is not None else "ended"
+        note(f"(Attempt {attempt} {state}; Run {run_id} goes on: phase {run.phase})")
+        raise typer.Exit(Exit.OK if state == "succeeded" else Exit.FAILED)
     note(f"(Run {run_id} {run.outcome})")
     raise typer.Exit(outcome_exit(run.outcome))
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush into a closed pipe
+    raises nothing more."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -192,8 +192,8 @@ def warn_active_runs(say=print) -> int:
     if active:
         say(f"warning: {active} Run(s) still active. Their native work goes on (local stage "
             "processes and Slurm jobs are adopted again at the next `metallo dev up`), but a "
-            "stage-out that pushes while the stack is down finds no lab Git server: a local "
-            "one retries for about a minute, a Slurm one fails. `metallo run list` shows them.")
+            "stage-out that pushes while the stack is down finds no lab Git server: it tries "
+            "again for about a minute, then fails. `metallo run list --active` shows them.")
     return active
 
 

@@ -61,7 +61,8 @@ def _runner(work: Path, env: dict[str, str]):
         done = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True,
                               text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
         if done.returncode != 0:
-            raise PublishError(f"git {args[0]} failed: {done.stderr.strip()[-500:]}")
+            said = (done.stderr.strip() or done.stdout.strip())[-500:]
+            raise PublishError(f"git {args[0]} failed: {said or f'exit status {done.returncode}'}")
         return done.stdout
     return git
 
@@ -99,6 +100,9 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
         raise PublishError(f"repository name {name!r}: use {NAME_RULE}")
     if not source.is_dir():
         raise PublishError(f"{source} is not a directory")
+    if not _has_files(source):
+        raise PublishError(f"{source} holds no file to publish (.git, caches and the demo's "
+                           "outputs are left out); nothing was created")
     ca = layout.certs / "ca.pem"
     token = (layout.secrets / "git-operator-token").read_text(encoding="utf-8").strip()
     repo = f"{name}.git"
@@ -124,6 +128,36 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
         git("commit", "-q", "-m", f"{name}: {'update' if existing else 'initial import'}")
         git("push", "-q", url, f"HEAD:refs/heads/{branch}")
         return url, git("rev-parse", "HEAD").strip()
+
+
+def _has_files(source: Path) -> bool:
+    """Whether ``source`` holds a file that :data:`IGNORED` does not leave out."""
+    for root, dirs, files in os.walk(source):
+        ignored = IGNORED(root, [*dirs, *files])
+        dirs[:] = [d for d in dirs if d not in ignored]
+        if any(f not in ignored for f in files):
+            return True
+    return False
+
+
+def clone(url: str, destination: Path, *, branch: str | None = None,
+          layout: Layout | None = None) -> str:
+    """Clone a lab repository (``url``) into ``destination`` — a member reading what a
+    Run pushed — with the operator token through ``GIT_ASKPASS`` (never stored in the
+    clone); the clone keeps the dev stack's CA for later fetches. Returns the checked-out
+    commit. Raises PublishError when the destination exists or git fails."""
+    layout = layout or Layout.default()
+    if destination.exists():
+        raise PublishError(f"{destination} exists already; pass another directory")
+    ca = layout.certs / "ca.pem"
+    token = (layout.secrets / "git-operator-token").read_text(encoding="utf-8").strip()
+    with tempfile.TemporaryDirectory(prefix="metallo-clone-") as tmp:
+        env = _git_env(tmp, ca, token)
+        git = _runner(destination.parent, env)
+        git("clone", "-q", *(("-b", branch) if branch else ()), "--", url, str(destination))
+        here = _runner(destination, env)
+        here("config", "http.sslCAInfo", str(ca))
+        return here("rev-parse", "HEAD").strip()
 
 
 def _fetch_branch(work: Path, env: dict[str, str], url: str, branch: str) -> str | None:
