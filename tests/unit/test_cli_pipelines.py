@@ -158,3 +158,20 @@ def test_repository_text_keeps_the_name_and_a_bounded_width():
     assert repository_text("/srv/git/demo.git") == "/srv/git/demo.git"
     short = repository_text("https://host/" + "g/" * 40 + "demo.git", width=30)
     assert len(short) == 30 and short.startswith("…") and short.endswith("/demo.git")
+
+
+def test_a_failed_pipelines_progress_names_the_step_that_failed():
+    """A new user's report: "pipeline failed · step 4/4 flaky skipped" when step 2 failed."""
+    from metallo.cli.pipelines import current_step
+    from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
+
+    p = pc.Pipeline(pipeline_id="p-1", state="failed")
+    for index, (action, state) in enumerate(
+        [("train", "succeeded"), ("flaky", "failed"), ("report", "skipped"), ("last", "skipped")],
+        start=1,
+    ):
+        p.steps.add(index=index, action=action, state=state)
+    assert current_step(p).action == "flaky"
+    p.steps[1].state = "succeeded"
+    p.steps[2].state = p.steps[3].state = "succeeded"
+    assert current_step(p).action == "last"  # all ended well: the last one

@@ -79,9 +79,14 @@ async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
 
 
 def current_step(pipeline):
-    """The step in progress (first not ended), else the last step, else None."""
+    """The step in progress (first not ended), else the first that failed or was
+    cancelled (a failed Pipeline's later steps are only ``skipped``), else the last
+    step, else None."""
     for step in pipeline.steps:
         if step.state not in STEP_ENDED:
+            return step
+    for step in pipeline.steps:
+        if step.state in ("failed", "cancelled"):
             return step
     return pipeline.steps[-1] if len(pipeline.steps) else None
 
