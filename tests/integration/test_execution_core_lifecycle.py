@@ -264,3 +264,27 @@ async def test_a_run_that_ends_wakes_the_oldest_launch_waiting_for_a_slot(make_s
     assert ended.outcome == "succeeded"
     (started,) = await stack.wait_events(pb.RunStarted, second, timeout=20.0)  # ≪ the 60 s retry
     assert started.attempt_number == 1
+
+
+
+async def test_a_run_cancelled_while_waiting_for_a_slot_is_not_explained_by_the_wait(make_stack):
+    """A new user read "cancelled (cancelled-before-start: the Project's concurrent-Run
+    limit is reached)" — as if the limit had cancelled it."""
+    stack = await make_stack(settings=dataclasses.replace(FAST, planning_retry_seconds=60.0))
+    stack.governance.write_text(
+        stack.governance.read_text().replace("concurrent_run_limit: 10", "concurrent_run_limit: 1")
+    )
+    first = await stack.launch()
+    await stack.wait_events(pb.RunStarted, first, timeout=20.0)
+    second = await stack.launch()
+    for _ in range(400):
+        run = await stack.get(second)
+        if run.reason_message:
+            break
+        await asyncio.sleep(0.05)
+    assert "limit" in run.reason_message  # while it waits, planning's words say why
+    await stack.cancel(second)
+    cancelled = await stack.terminal(second)
+    assert (cancelled.outcome, cancelled.reason_code) == ("cancelled", "cancelled-before-start")
+    assert cancelled.reason_message == ""
+    await stack.cancel(first)

@@ -274,7 +274,8 @@ async def _reason_message(
     """Words for the Run's reason code (a new user met ``invalid-material`` with none),
     at most 500 characters: when the current Attempt was refused, the message of its
     latest refused command; when planning rejected the launch or keeps it waiting,
-    planning's message; else "" (a refused observe must not explain a compute failure)."""
+    planning's message; else "" (a refused observe must not explain a compute failure,
+    nor why it waited a Run cancelled before it started)."""
     current = next((a for a in attempts if a["attempt_id"] == run["current_attempt_id"]), None)
     if current is not None:
         if current["state"] != s.ATTEMPT_REFUSED:
@@ -283,6 +284,8 @@ async def _reason_message(
             if command["outcome"] == "refused":
                 return str((command["result"] or {}).get("message") or "")[:500]
         return ""
+    if run["outcome"] == "cancelled":
+        return ""  # a member stopped it: planning's last words (why it waited) do not explain that
     if run["reason_code"] or run["planning_wait_code"]:
         return (run["planning_error"] or "")[:500]
     return ""
