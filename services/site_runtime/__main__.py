@@ -105,7 +105,7 @@ def build_local_executor(args: argparse.Namespace, env: Mapping[str, str], edge:
         max_wall_seconds=_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
         grace_seconds=float(_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
         staging_seconds=_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
-        max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 0) or 0,
+        max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing
         release_delay_seconds=float(_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
         repository_ca_file=Path(env["REPOSITORY_CA_FILE"])
         if env.get("REPOSITORY_CA_FILE")

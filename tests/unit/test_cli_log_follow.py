@@ -178,7 +178,7 @@ async def test_an_attempt_that_never_ran_at_its_site_has_no_log(amqp_url, topolo
         first = await cli("run", "logs", RUN_ID, "--follow", "--attempt", "1")
     assert whole.code == 0, whole.stderr
     assert whole.stdout == "second\n"
-    assert first.code == 0 and "has no log" in first.stderr and first.stdout == ""
+    assert first.code == 1 and "has no log" in first.stderr and first.stdout == ""  # it failed
 
 
 async def test_an_attempt_that_cannot_exist_is_not_found_and_an_ended_one_exits_by_its_state(
@@ -232,3 +232,26 @@ async def test_interrupting_a_follow_says_how_to_resume_and_a_closed_pipe_ends_i
         errors = closed.stderr.read()
         assert closed.returncode == 0, errors
         assert "Traceback" not in errors and "BrokenPipe" not in errors
+
+
+async def test_attempt_n_of_an_ended_run_exits_by_that_attempt(amqp_url, topology):
+    """A reviewer's case: Attempt 1 failed, Attempt 2 succeeded, the Run has ended."""
+    site = Site({1: [b"boom\n"], 2: [b"fine\n"]}, outcome="succeeded")
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        whole = await cli("run", "logs", RUN_ID, "--follow")  # drives the Run to its end
+        first = await cli("run", "logs", RUN_ID, "--follow", "--attempt", "1")
+    assert whole.code == 0, whole.stderr
+    assert first.code == 1 and "Attempt 1 failed" in first.stderr, first.stderr
+
+
+async def test_a_closed_pipe_after_the_last_text_still_exits_0_with_json(amqp_url, topology):
+    import asyncio
+    import os
+
+    site = Site({1: [b"a\n"]})
+    async with StandIn(amqp_url, topology, ("execution_core",), site.handlers()):
+        proc = follower(["run", "logs", RUN_ID, "--follow", "-o", "json"], dict(os.environ))
+        await asyncio.to_thread(proc.stdout.readline)
+        proc.stdout.close()
+        await asyncio.to_thread(proc.wait, 30)
+        assert proc.returncode == 0, proc.stderr.read()

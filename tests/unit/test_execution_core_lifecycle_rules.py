@@ -376,3 +376,18 @@ def test_observes_start_soon_and_back_off_to_the_interval():
         assert [k for k, _ in sim.step().commands] == ["observe"]
         sim.result("observe", phase="running", native_state="RUNNING")
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]  # TIMING: first_observe 1, interval 10
+
+
+def test_an_observed_failure_no_attempt_can_cure_is_not_retried():
+    # A local Attempt that waited for a slot is authorised only when it leaves the
+    # queue (ADR 0015): a refusal then arrives as an observed failure.
+    for code in ("authorisation-refused", "repository-commit-missing"):
+        sim = Sim(max_attempts=3)
+        sim.step()
+        sim.result("prepare")
+        sim.step()
+        sim.result("start")
+        sim.wait(10)
+        sim.step()
+        sim.result("observe", phase="failed", failure={"code": code})
+        assert sim.step().end == (s.OUTCOME_FAILED, code), code

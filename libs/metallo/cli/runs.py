@@ -319,9 +319,13 @@ def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_byte
             return await log_follow.follow_log(p, who, run_id, stage=stage, attempt=attempt,
                                                max_bytes=max_bytes, emit=emit, note=note)
 
-    resume = f"`metallo run logs {run_id} --follow` goes on from the log's end"
+    resume = (f"`metallo run logs {run_id} --follow` shows the log's last --max-bytes "
+              "and follows on")
     try:
         run = _run(body())
+        if output is Output.json:
+            sys.stdout.write(json.dumps({"run": run_summary(run)}) + "\n")
+            sys.stdout.flush()
     except KeyboardInterrupt:
         note(f"(stopped following; the Run goes on: {resume})")
         raise typer.Exit(Exit.UNCERTAIN) from None
@@ -329,12 +333,12 @@ def _follow(who: Actor, conn, run_id: str, *, stage: str, attempt: int, max_byte
         # The reader stopped reading (`| head`): nothing to say, and nowhere to say it.
         _quiet_stdout()
         raise typer.Exit(Exit.OK) from None
-    if output is Output.json:
-        sys.stdout.write(json.dumps({"run": run_summary(run)}) + "\n")
-    if run.phase != "terminal":
+    if attempt:
+        # --attempt N: that Attempt's own end decides, whatever the Run did after it.
         followed = next((a for a in run.attempts if a.number == attempt), None)
         state = followed.state if followed is not None else "ended"
-        note(f"(Attempt {attempt} {state}; Run {run_id} goes on: phase {run.phase})")
+        goes_on = "" if run.phase == "terminal" else f"; Run {run_id} goes on: phase {run.phase}"
+        note(f"(Attempt {attempt} {state}{goes_on})")
         raise typer.Exit(Exit.OK if state == "succeeded" else Exit.FAILED)
     note(f"(Run {run_id} {run.outcome})")
     raise typer.Exit(outcome_exit(run.outcome))

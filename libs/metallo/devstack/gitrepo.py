@@ -153,11 +153,17 @@ def clone(url: str, destination: Path, *, branch: str | None = None,
     token = (layout.secrets / "git-operator-token").read_text(encoding="utf-8").strip()
     with tempfile.TemporaryDirectory(prefix="metallo-clone-") as tmp:
         env = _git_env(tmp, ca, token)
-        git = _runner(destination.parent, env)
-        git("clone", "-q", *(("-b", branch) if branch else ()), "--", url, str(destination))
-        here = _runner(destination, env)
-        here("config", "http.sslCAInfo", str(ca))
-        return here("rev-parse", "HEAD").strip()
+        try:
+            _runner(Path(tmp), env)(  # git makes the destination and its parents
+                "clone", "-q", *(("-b", branch) if branch else ()), "--", url, str(destination))
+            here = _runner(destination, env)
+            here("config", "http.sslCAInfo", str(ca))
+            if not here("branch", "--list").strip():
+                raise PublishError("the repository is empty: nothing has been pushed to it")
+            return here("rev-parse", "HEAD").strip()
+        except BaseException:
+            shutil.rmtree(destination, ignore_errors=True)  # no half clone left behind
+            raise
 
 
 def _fetch_branch(work: Path, env: dict[str, str], url: str, branch: str) -> str | None:

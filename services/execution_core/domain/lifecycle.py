@@ -336,7 +336,14 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             )
         code = (obs.terminal.get("failure") or {}).get("code") or reasons.NATIVE_FAILURE
         return _attempt_ended(
-            run, attempt, d, s.ATTEMPT_FAILED, code, permanent=False, now=now, t=t
+            run,
+            attempt,
+            d,
+            s.ATTEMPT_FAILED,
+            code,
+            permanent=code in reasons.PERMANENT_FAILURES,
+            now=now,
+            t=t,
         )
 
     start_accepted = start is not None and start.outcome == "succeeded"

@@ -55,3 +55,7 @@ PERMANENT_SITE_REFUSALS = frozenset(
         "invalid-spec",
     }
 )
+#: Failure codes of an *observed* failure that no new Attempt can cure: authority
+#: refused it (a local Attempt that waited for a slot is authorised only then, ADR 0015)
+#: or the pinned commit is not in the repository.
+PERMANENT_FAILURES = frozenset({"authorisation-refused", "repository-commit-missing"})

@@ -200,7 +200,10 @@ class LocalExecutor:
                     attempt_id,
                     type(error).__name__,
                 )
-        await self.start_waiting()
+        try:
+            await self.start_waiting()
+        except Exception as error:  # noqa: BLE001 - the pass must go on (a reviewer saw it die)
+            log.error("runtime-error while starting waiting Attempts (%s)", type(error).__name__)
         await self._flush_releases()
 
     async def start_waiting(self) -> None:
@@ -210,8 +213,19 @@ class LocalExecutor:
         failure of the Attempt, not a refusal: its deadline passed
         (``attempt-deadline-passed``, seed 000: expiry refuses stage-in not yet
         submitted) or authority refused it now (``authorisation-refused``). An edge that
-        cannot answer leaves it waiting for the next pass."""
-        for attempt_id in self.journal.waiting_attempts():
+        cannot answer leaves it waiting for the next pass. Attempts whose deadline passed
+        fail at once, slot or no slot (one must not wait for ever on a full Runtime)."""
+        now = datetime.now(UTC)
+        waiting = self.journal.waiting_attempts()
+        for attempt_id in waiting:
+            row = self.journal.attempt(attempt_id)
+            if row is not None and parse_job(row.material).deadline_passed(now):
+                async with self._lock(attempt_id):
+                    row = self.journal.attempt(attempt_id)
+                    if row is not None and row.state == "waiting" and row.cancel_result is None:
+                        log.info("attempt %s: its deadline passed while it waited", attempt_id)
+                        self._fail_before_stage_in(row, "attempt-deadline-passed")
+        for attempt_id in waiting:
             if not self._has_slot():
                 return
             async with self._lock(attempt_id):
@@ -223,6 +237,10 @@ class LocalExecutor:
                 except (Deferred, EdgeUnavailable) as error:
                     log.info("attempt %s: still waiting (%s)", attempt_id, type(error).__name__)
                     return
+                except Exception as error:  # noqa: BLE001 - one Attempt must not stop the others
+                    log.error("attempt %s: runtime-error while starting (%s)", attempt_id,
+                              type(error).__name__)
+                    continue
                 if refusal is not None:
                     code, message = refusal
                     log.info("attempt %s: not started after waiting: %s", attempt_id, message)
@@ -384,7 +402,7 @@ class LocalExecutor:
             waiting = row.state == "waiting"
             if row.state not in TERMINAL and row.state not in ("prepared", "waiting"):
                 await self._advance(row, raise_deferrals=False)
-        if waiting and self._has_slot():
+        if waiting:
             await self.start_waiting()  # a Runtime without a supervision pass still starts it
         async with self._lock(command.attempt_id):
             result = self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
