@@ -325,3 +325,10 @@ def squeue_jobs(name_prefix: str) -> list[dict[str, str]]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
+
+
+def git(*args: str) -> str:
+    """``git ARGS`` as the test's user on the lab's repositories (owned by the member)."""
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", *args], check=True, capture_output=True, text=True
+    ).stdout.strip()

@@ -25,6 +25,7 @@ from tests.slurm.lab import (
     Driver,
     LabTokens,
     RecordingGrants,
+    git,
     make_executor,
     make_repository,
     observe_until,
@@ -37,12 +38,6 @@ pytestmark = pytest.mark.slurm
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "safe.directory=*", *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def in_slurmctld(job_id: str) -> bool:

@@ -5,7 +5,6 @@ Recovery: every stage is rendered from the Attempt's recorded script version).""
 from __future__ import annotations
 
 import hashlib
-import subprocess
 
 import pytest
 
@@ -17,6 +16,7 @@ from site_runtime.adaptors.slurm_scripts import (
 from tests.slurm.lab import (
     WORKSPACES,
     Driver,
+    git,
     make_repository,
     observe_until,
     payload,
@@ -27,12 +27,6 @@ pytestmark = pytest.mark.slurm
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 MODEL = bytes(range(256)) * 64  # 16 KiB of weights
-
-
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "safe.directory=*", *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 async def run_attempt(executor, url: str, commit: str, command: dict, *, script_version=None):

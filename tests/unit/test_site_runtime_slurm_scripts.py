@@ -161,6 +161,17 @@ def test_stage_in_smudges_lfs_files(tmp_path):
     assert (tmp_path / "ws" / "repo" / "model.bin").read_bytes() == b"weights" * 1000
 
 
+def move_main(tmp_path: Path, remote: Path) -> str:
+    """Another Run pushes a commit to ``remote``'s main meanwhile; its new head."""
+    other = tmp_path / "other"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / "theirs.txt").write_text("x\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "theirs", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
+    return sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+
+
 def checked_out_with_change(tmp_path: Path) -> tuple[Path, Path]:
     remote, commit = repository(tmp_path)
     recording_git_lfs(tmp_path)
@@ -202,13 +213,7 @@ def test_stage_out_gives_up_after_the_last_try(tmp_path):
 
 def test_stage_out_stops_at_once_when_the_push_is_refused_for_good(tmp_path):
     remote, _ = checked_out_with_change(tmp_path)
-    # Someone else moved main meanwhile: the push is not a fast-forward.
-    other = tmp_path / "other"
-    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
-    (other / "theirs.txt").write_text("x\n")
-    sh("git", "add", "-A", cwd=other)
-    sh("git", "commit", "-qm", "theirs", cwd=other)
-    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
+    move_main(tmp_path, remote)  # the push is not a fast-forward now
     env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="30")
     started = time.monotonic()
     done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
@@ -247,13 +252,7 @@ def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):
     recording_git_lfs(tmp_path)
     assert stage_in(tmp_path, remote, commit).returncode == 0
     # Another Run moved main meanwhile: pushing the input commit again would be refused.
-    other = tmp_path / "other"
-    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
-    (other / "theirs.txt").write_text("x\n")
-    sh("git", "add", "-A", cwd=other)
-    sh("git", "commit", "-qm", "theirs", cwd=other)
-    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
-    moved = sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    moved = move_main(tmp_path, remote)
     env = stage_env(tmp_path, "stage-out", remote)
     done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
