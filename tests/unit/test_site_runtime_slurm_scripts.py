@@ -125,7 +125,7 @@ def stage_in(tmp_path: Path, remote: Path, commit: str, version: int = SCRIPT_VE
 VERSION_2 = {
     "stage-in": "0421cbc5f3e5385e64ba8fbe3ee73ed2f409a3870c9187cfffc8dcc4fff27aff",
     "compute": "91bf7361bcaacfe3dec842363d19840e2cd3b99dcb3a8a43c111ca75170cb94e",
-    "stage-out": "1807c43ebc915fe9c50e635583f665eb9d2aac8c856be8ddb9d403aef4021bbc",
+    "stage-out": "752e752a27c222baca3538678629ecfcc7b8d58a8e4ae163a510454b3cf3d593",
 }
 
 

@@ -200,8 +200,9 @@ fi
 # sleep runs in the background so that SIGTERM (scancel) ends the wait at once; the
 # trap stops it too, and it holds none of the job's output files open.
 pushed=""
-sleeper=""
-trap 'if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null; fi
+# `jobs -p`: the sleep still running, if any (from the moment it is forked, which a
+# variable set after the fork would miss; never a finished one's reused pid).
+trap 'kill $(jobs -p) 2>/dev/null
 say "stopped by SIGTERM (cancelled, or the time limit)"; exit 143' TERM
 for delay in ${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0; do
   said="$(git push --quiet origin "HEAD:refs/heads/$METALLO_OUTPUT_BRANCH" 2>&1)"
@@ -216,9 +217,7 @@ for delay in ${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0; do
   case "$delay" in '' | 0 | *[!0-9]*) break ;; esac
   say "push failed (exit status $status); trying again in $delay s"
   sleep "$delay" </dev/null >/dev/null 2>&1 &
-  sleeper=$!
-  wait "$sleeper"
-  sleeper=""
+  wait "$!"
 done
 if [ -z "$pushed" ]; then say "push failed"; exit 87; fi
 printf 'metallo-output-commit=%s\n' "$(git rev-parse HEAD)"
