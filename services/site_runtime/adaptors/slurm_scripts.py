@@ -116,34 +116,20 @@ fi
 say "checked out $(git rev-parse HEAD)"
 exit 0
 """
-_STAGE_IN_V2 = r"""if [ -e "$ws" ] || [ -L "$ws" ]; then
-  if [ -L "$ws" ] || [ ! -d "$ws" ] || [ ! -O "$ws" ]; then say "workspace is not ours"; exit 70; fi
-  rm -rf -- "$ws/repo" || exit 70
-else
-  mkdir -m 0700 -- "$ws" || exit 70
-fi
-make_askpass
-git clone --quiet --no-checkout -- "$METALLO_REPOSITORY_URL" "$ws/repo" || { say "clone failed"; exit 75; }
-cd -- "$ws/repo" || exit 70
-if ! git cat-file -e "${METALLO_COMMIT}^{commit}" 2>/dev/null; then
-  git fetch --quiet origin "$METALLO_COMMIT" 2>/dev/null || true
-  if ! git cat-file -e "${METALLO_COMMIT}^{commit}" 2>/dev/null; then
-    say "the saved commit is not in the repository"
-    exit 86
-  fi
-fi
-git checkout --quiet -B "$METALLO_BRANCH" "$METALLO_COMMIT" -- || exit 75
-if command -v git-lfs >/dev/null 2>&1; then
-  # The filters and the pre-push hook always (compute may add files under an LFS
+# Version 2's stage-in is version 1's with the LFS pull made conditional (derived, so
+# the rest stays one text; both are pinned by hash in the tests).
+_LFS_PULL_V1 = """  git lfs install --local >/dev/null || exit 75
+  git lfs pull || { say "git lfs pull failed"; exit 75; }
+"""
+_LFS_PULL_V2 = """  # The filters and the pre-push hook always (compute may add files under an LFS
   # pattern); the pull only when a checked-out file is under the LFS filter.
   git lfs install --local >/dev/null || exit 75
   if [ -n "$(git ls-files -- ':(attr:filter=lfs)' | head -c 1)" ]; then
     git lfs pull || { say "git lfs pull failed"; exit 75; }
   fi
-fi
-say "checked out $(git rev-parse HEAD)"
-exit 0
 """
+assert _STAGE_IN_V1.count(_LFS_PULL_V1) == 1
+_STAGE_IN_V2 = _STAGE_IN_V1.replace(_LFS_PULL_V1, _LFS_PULL_V2)
 _COMPUTE = r"""cd -- "$ws/repo" 2>/dev/null || { say "no checkout"; exit 70; }
 cd -- "$METALLO_WORKDIR" 2>/dev/null || { say "no working directory"; exit 70; }
 status=0
