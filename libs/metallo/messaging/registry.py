@@ -19,16 +19,42 @@ import metallo
 _PACKAGE = re.compile(r"^metallo\.(?P<context>[a-z_]+)\.(?P<version>v\d+)\.(?P<name>[A-Za-z0-9_]+)$")
 
 
-@lru_cache(maxsize=1)
-def _all_messages() -> dict[str, type[Message]]:
+def _messages_of(modules) -> dict[str, type[Message]]:
     found: dict[str, type[Message]] = {}
-    for mod in pkgutil.walk_packages(metallo.__path__, "metallo."):
-        if not mod.name.endswith("_pb2"):
-            continue
-        module = importlib.import_module(mod.name)
+    for name in modules:
+        module = importlib.import_module(name)
         for desc in module.DESCRIPTOR.message_types_by_name.values():
             found[desc.full_name] = getattr(module, desc.name)
     return found
+
+
+def _pb2_modules(package: str, path) -> list[str]:
+    # iter_modules lists without importing: walk_packages would import every
+    # package of metallo (SQLAlchemy, jsonschema, …), a quarter second per CLI command.
+    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(path) if m.name.endswith("_pb2")]
+
+
+@lru_cache(maxsize=1)
+def _all_messages() -> dict[str, type[Message]]:
+    modules: list[str] = []
+    for context in pkgutil.iter_modules(metallo.__path__):
+        if not context.ispkg:
+            continue
+        for version in pkgutil.iter_modules([f"{context.module_finder.path}/{context.name}"]):
+            if version.ispkg and re.fullmatch(r"v\d+", version.name):
+                package = f"metallo.{context.name}.{version.name}"
+                modules += _pb2_modules(package, [f"{version.module_finder.path}/{version.name}"])
+    return _messages_of(modules)
+
+
+@lru_cache(maxsize=64)
+def _messages_in(context: str, version: str) -> dict[str, type[Message]]:
+    """The generated messages of ``metallo.<context>.<version>`` only (empty when absent)."""
+    try:
+        package = importlib.import_module(f"metallo.{context}.{version}")
+    except ImportError:
+        return {}
+    return _messages_of(_pb2_modules(package.__name__, package.__path__))
 
 
 def load_all_messages() -> int:
@@ -40,8 +66,14 @@ def load_all_messages() -> int:
 
 
 def message_class(full_name: str) -> type[Message] | None:
-    """Return the generated class for ``full_name`` or None when unknown."""
-    return _all_messages().get(full_name)
+    """Return the generated class for ``full_name`` or None when unknown.
+
+    Imports only the generated modules of the name's own ``metallo.<context>.v<N>``
+    package (a name outside that pattern is unknown)."""
+    m = _PACKAGE.match(full_name)
+    if not m:
+        return None
+    return _messages_in(m["context"], m["version"]).get(full_name)
 
 
 @lru_cache(maxsize=1024)
