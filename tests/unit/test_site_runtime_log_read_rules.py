@@ -12,7 +12,7 @@ from site_runtime.application.log_reads import (
     ReadPermits,
     complete_utf8,
     fit_head,
-    fit_text,
+    fit_tail,
     permitted_read,
     read_span,
 )
@@ -93,10 +93,10 @@ async def test_an_unreachable_edge_or_no_permit_source_refuses_at_once():
 
 def test_text_is_kept_inside_the_message_budget():
     data = ("\n" * 3000).encode()  # each newline doubles in JSON
-    text, truncated = fit_text(data, len(data), budget=1000)
-    assert truncated is True
+    text, kept = fit_tail(data, budget=1000)
+    assert 0 < kept < len(data) and text == "\n" * kept  # the newest bytes, cut to fit
     assert len(json.dumps(text, ensure_ascii=False).encode()) <= 1000
-    assert fit_text(b"short", 5) == ("short", False)
+    assert fit_tail(b"short") == ("short", 5)
 
 
 def on_file(path):

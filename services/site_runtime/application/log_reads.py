@@ -124,13 +124,6 @@ def fit_tail(data: bytes, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, in
         kept = kept[len(kept) - keep :]
 
 
-def fit_text(data: bytes, size: int, budget: int = MAX_ENCODED_TEXT_BYTES) -> tuple[str, bool]:
-    """Decode a log tail (``data`` = the last bytes of a ``size``-byte log) and drop its
-    oldest bytes until its JSON encoding fits ``budget`` bytes. Returns (text, truncated)."""
-    text, kept = fit_tail(data, budget)
-    return text, size > kept
-
-
 def _refused(command: SiteCommand, code: str, message: str) -> CommandResult:
     return CommandResult(command.command_id, "refused", code, message[:500])
 
