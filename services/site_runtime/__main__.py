@@ -112,7 +112,11 @@ def build_local_executor(args: argparse.Namespace, env: Mapping[str, str], edge:
         else (Path(args.ca) if args.ca else None),
     )
     return LocalExecutor(
-        settings, LocalJobsJournal(state / "jobs.sqlite"), authority=edge, grants=edge
+        settings,
+        LocalJobsJournal(state / "jobs.sqlite"),
+        authority=edge,
+        grants=edge,
+        on_native_end=edge.notice_native_end,  # ends reach Execution Core at once (ADR 0016)
     )
 
 

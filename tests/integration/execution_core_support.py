@@ -225,6 +225,23 @@ class SiteDouble:
         async with self.sessions() as session, session.begin():
             return await self._publish_result(session, cmd, answer)
 
+    async def notice_native_end(self, cmd: sc.AppendSiteCommand) -> str:
+        """Publish ``SiteNativeEndNoticed`` for ``cmd``'s Attempt, as Site Coordination does
+        when its Runtime noticed the end (ADR 0016); return the event's message id."""
+        async with self.sessions() as session, session.begin():
+            return str(
+                await self.outbox.publish_event(
+                    session,
+                    sc.SiteNativeEndNoticed(
+                        site_id=cmd.site_id,
+                        environment=cmd.environment,
+                        run_id=cmd.run_id,
+                        attempt_id=cmd.attempt_id,
+                    ),
+                    aggregate_id=f"stream:{cmd.site_id}",
+                )
+            )
+
     def count(self, attempt_id: str, kind: str) -> int:
         return sum(1 for c in self.received if c.attempt_id == attempt_id and c.kind == kind)
 

@@ -143,6 +143,8 @@ class Runtime:
     max_active: int = 4
     grace_seconds: float = 1.0
     poll_seconds: float = 0.1
+    on_native_end: Any = None  # the executor's native-end callback (ADR 0016); None: none
+    notice_timeout_seconds: float = 5.0
     client: EdgeClient = field(init=False)
     delivery: SqliteDeliveryJournal = field(init=False)
     jobs: LocalJobsJournal = field(init=False)
@@ -167,10 +169,12 @@ class Runtime:
                 # No supervision pass runs here: releases go with the observe that ends
                 # a stage (production batches them for a second, RUNTIME_LOCAL_RELEASE_SECONDS).
                 release_delay_seconds=0.0,
+                notice_timeout_seconds=self.notice_timeout_seconds,
             ),
             self.jobs,
             authority=self.client,
             grants=self.client,
+            on_native_end=self.on_native_end,
         )
         self.worker = Worker(
             self.client,

@@ -378,6 +378,62 @@ def test_observes_start_soon_and_back_off_to_the_interval():
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]  # TIMING: first_observe 1, interval 10
 
 
+def _running_with_one_observe_sent(sim: Sim) -> None:
+    sim.step()
+    sim.result("prepare")
+    sim.step()
+    sim.result("start", phase="queued", native_state="PENDING")
+    sim.wait(1)
+    assert [k for k, _ in sim.step().commands] == ["observe"]
+    sim.result("observe", phase="running", native_state="RUNNING")
+
+
+def test_a_noticed_native_end_makes_the_next_observe_due_at_once():
+    """ADR 0016: the Site's notice is a hint: one observe at once, and only its result
+    (never the notice) ends the Run."""
+    sim = Sim()
+    _running_with_one_observe_sent(sim)
+    sim.wait(0.5)  # the next observe would be due 2 s after the last result
+    assert sim.step().commands == []
+    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    d = sim.step()
+    assert [k for k, _ in d.commands] == ["observe"] and d.end is None
+    assert sim.step().commands == []  # one observe for one notice, not one per wake-up
+    sim.result("observe", phase="running", native_state="RUNNING")  # a stale answer
+    d = sim.step()  # back to the back-off: the notice was answered by an observe after it
+    assert d.commands == [] and (d.wake_at - sim.now).total_seconds() == 4.0
+    sim.wait(4)
+    assert [k for k, _ in sim.step().commands] == ["observe"]
+    sim.result("observe", phase="succeeded", native_state="COMPLETED", exit={"exit_code": 0})
+    assert sim.step().end == (s.OUTCOME_SUCCEEDED, reasons.COMPLETED)
+
+
+def test_a_notice_during_an_outstanding_observe_is_answered_by_a_later_observe():
+    # The observe in flight may have been handled before the end: when its result
+    # comes, one more observe is sent at once.
+    sim = Sim()
+    _running_with_one_observe_sent(sim)
+    sim.wait(2)
+    assert [k for k, _ in sim.step().commands] == ["observe"]
+    sim.wait(0.1)
+    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    assert sim.step().commands == []  # one outstanding observe at a time
+    sim.wait(0.1)
+    sim.result("observe", phase="running", native_state="RUNNING")
+    assert [k for k, _ in sim.step().commands] == ["observe"]
+
+
+def test_a_notice_before_the_start_result_is_answered_right_after_it():
+    sim = Sim()
+    sim.step()
+    sim.result("prepare")
+    sim.step()
+    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    assert sim.step().commands == []  # the start's result is awaited first
+    sim.result("start", phase="running", native_state="RUNNING")
+    assert [k for k, _ in sim.step().commands] == ["observe"]  # not 1 s later
+
+
 def test_an_observed_failure_no_attempt_can_cure_is_not_retried():
     # A local Attempt that waited for a slot is authorised only when it leaves the
     # queue (ADR 0015): a refusal then arrives as an observed failure.

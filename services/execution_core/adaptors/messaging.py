@@ -73,7 +73,8 @@ def register_events(
     consumer: EventConsumer, store: RunStore, *, reads: LogReadStore | None = None
 ) -> None:
     """Consume Site Coordination's SiteCommandResultRecorded (results of ``read-log``
-    commands answer log reads); SiteCommandAppended is retired (ADR 0014)."""
+    commands answer log reads) and SiteNativeEndNoticed (ADR 0016: the next observe is
+    due at once); SiteCommandAppended is retired (ADR 0014)."""
     reads = reads or SqlLogReadStore()
 
     @consumer.on(sc.SiteCommandResultRecorded)
@@ -82,6 +83,10 @@ def register_events(
             await log_reads.apply_log_result(session, event, store=store, reads=reads)
             return
         await results.apply_result(session, event, store=store)
+
+    @consumer.on(sc.SiteNativeEndNoticed)
+    async def on_native_end(session, event):
+        await results.apply_native_end_notice(session, event, store=store)
 
     # The result event carries the stream sequence too; nothing else here used it.
     consumer.retire(sc.SiteCommandAppended)

@@ -23,7 +23,7 @@ from sqlalchemy import and_, bindparam, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
-from execution_core.domain.states import PHASE_ACCEPTED, PHASE_TERMINAL
+from execution_core.domain.states import ATTEMPT_TERMINAL, PHASE_ACCEPTED, PHASE_TERMINAL
 from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, held
 from metallo.persistence.prebuilt import (
     has_expressions,
@@ -63,6 +63,16 @@ _COMMANDS_OF = (
     select(site_commands)
     .where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
     .order_by(site_commands.c.seq)
+)
+_NOTE_NATIVE_END = (
+    update(attempts)
+    .where(
+        attempts.c.attempt_id == bindparam("w_attempt_id"),
+        attempts.c.native_end_noticed_at.is_(None),
+        attempts.c.state.not_in(sorted(ATTEMPT_TERMINAL)),
+    )
+    .values(native_end_noticed_at=func.now())
+    .returning(attempts.c.run_id)
 )
 _FIND_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
 _FIND_COMMAND_FOR_UPDATE = _FIND_COMMAND.with_for_update()
@@ -153,6 +163,13 @@ class SqlRunStore:
         (the trigger of migration 0006 then wakes its supervisor). False when the
         Run is absent or terminal."""
         return (await session.execute(_WAKE_RUN, {"w_run_id": run_id})).rowcount == 1
+
+    async def note_native_end(self, session: AsyncSession, attempt_id: str) -> str | None:
+        """Set ``native_end_noticed_at`` to ``now()`` on a not yet ended Attempt that has
+        none (ADR 0016); return its Run id, or None when the Attempt is absent, ended or
+        already noticed (one ``UPDATE … RETURNING``)."""
+        row = (await session.execute(_NOTE_NATIVE_END, {"w_attempt_id": attempt_id})).first()
+        return None if row is None else row.run_id
 
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str

@@ -144,6 +144,8 @@ attempts = Table(
     Column("dispatch_deadline", DateTime(timezone=True), nullable=False),
     _now_column("started_at", nullable=True),
     _now_column("ended_at", nullable=True),
+    # ADR 0016: when the Site Runtime's end notice arrived (a hint, not evidence).
+    Column("native_end_noticed_at", DateTime(timezone=True), nullable=True),
     UniqueConstraint("run_id", "number", name="attempts_run_number"),
 )
 

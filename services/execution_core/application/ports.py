@@ -131,6 +131,11 @@ class RunStore(Protocol):
         """One Attempt row by id, or None."""
         ...
 
+    async def note_native_end(self, session: AsyncSession, attempt_id: str) -> str | None:
+        """Record that the Site noticed the Attempt's native end (ADR 0016) on a not yet
+        ended Attempt without one; its Run id, or None when absent, ended or noticed."""
+        ...
+
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
     ) -> Row | None:

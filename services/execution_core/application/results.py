@@ -96,3 +96,19 @@ async def apply_result(
     # One UPDATE: due now, version bumped (a supervisor deciding meanwhile must
     # re-read), nothing for a terminal Run.
     await store.wake_run(session, command["run_id"])
+
+
+async def apply_native_end_notice(
+    session: AsyncSession, event: sc.SiteNativeEndNoticed, *, store: RunStore
+) -> bool:
+    """A Site Runtime noticed that an Attempt's native work ended (ADR 0016): note it on
+    the Attempt and wake the Run's supervisor, which then sends the next observe at once
+    instead of at its back-off time. A hint only: the Run's state changes only from that
+    observe's result. Returns False (nothing changed) for an unknown, ended or already
+    noticed Attempt."""
+    run_id = await store.note_native_end(session, event.attempt_id)
+    if run_id is None:
+        log.debug("native end notice for attempt %s ignored", event.attempt_id)
+        return False
+    await store.wake_run(session, run_id)
+    return True

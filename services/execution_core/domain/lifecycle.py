@@ -60,6 +60,7 @@ class AttemptView:
     created_at: datetime
     dispatch_deadline: datetime
     commands: tuple[CommandFact, ...] = ()
+    native_end_noticed_at: datetime | None = None  # ADR 0016: the Site noticed its end
 
 
 @dataclass(frozen=True)
@@ -434,7 +435,8 @@ def _observe_loop(
     ``first_observe``, at most ``observe_interval`` (issue 8: every end was seen a whole
     interval after the start and held its admission slot that long); a long Run costs
     about log₂(observe_interval / first_observe) more observes in all. After a stop
-    result the first observe is due at once (ADR 0012).
+    result the first observe is due at once (ADR 0012), and so is the first after the
+    Site noticed the native end (ADR 0016).
     """
     observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
     pending = [c for c in observes if c.outcome is None]
@@ -442,8 +444,14 @@ def _observe_loop(
         d.wake_at = now + timedelta(seconds=t.result_recheck)
         return d
     last = max((c.result_at for c in observes if c.result_at), default=None)
+    noticed = attempt.native_end_noticed_at
     if last is None and after.kind in ("cancel", "terminate"):
         due = now  # after a stop result the native state is observed at once
+    elif noticed is not None and not any(c.created_at >= noticed for c in observes):
+        # The Site noticed the native end (ADR 0016): observe at once, once. An observe
+        # sent before the notice may have seen the work still running, so only one
+        # sent after it counts.
+        due = now
     else:
         base = last or after.result_at or now
         step = min(t.observe_interval, t.first_observe * 2 ** min(len(observes), 32))

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from metallo.persistence.prebuilt import set_clause
 from site_coordination.adaptors.tables import (
     command_grants,
+    native_end_notices,
     progress_reports,
     read_permits,
     repository_grants,
@@ -175,6 +176,19 @@ _ATTEMPT_COMMANDS = (
     select(site_commands).where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
     .order_by(site_commands.c.sequence)
 )
+_ATTEMPT_RUN_IN_STREAM = (
+    select(site_commands.c.run_id).where(
+        (site_commands.c.attempt_id == bindparam("w_attempt_id"))
+        & (site_commands.c.site_id == bindparam("w_site_id"))
+        & (site_commands.c.environment == bindparam("w_environment")))
+    .order_by(site_commands.c.sequence).limit(1)
+)
+_ADD_NATIVE_END_NOTICE = (
+    insert(native_end_notices)
+    .values(**set_clause(native_end_notices, ("attempt_id", "site_id", "environment", "run_id")))
+    .on_conflict_do_nothing(index_elements=["attempt_id"])
+    .returning(native_end_notices.c.attempt_id)
+)
 _REPOSITORY_GRANT = select(repository_grants).where(
     repository_grants.c.grant_id == bindparam("w_grant_id"))
 _REVOKE_REPOSITORY_GRANT = update(repository_grants).where(
@@ -305,6 +319,24 @@ class PostgresSiteStore:
             .on_conflict_do_nothing()
         )
         return result.rowcount == 1
+
+    async def attempt_run_in_stream(self, stream: StreamKey, attempt_id: str) -> str | None:
+        """``SELECT run_id`` of the stream's first command (by sequence) of ``attempt_id``;
+        None when no command of ``stream`` names the Attempt."""
+        return (await (await self._core()).execute(_ATTEMPT_RUN_IN_STREAM, {
+            "w_attempt_id": attempt_id, "w_site_id": stream.site_id,
+            "w_environment": stream.environment,
+        })).scalar_one_or_none()
+
+    async def add_native_end_notice(self, stream: StreamKey, run_id: str,
+                                    attempt_id: str) -> bool:
+        """``INSERT INTO native_end_notices ... ON CONFLICT (attempt_id) DO NOTHING``;
+        True when inserted (a concurrent first notice waits for the other's commit)."""
+        row = (await (await self._core()).execute(_ADD_NATIVE_END_NOTICE, {
+            "v_attempt_id": attempt_id, "v_site_id": stream.site_id,
+            "v_environment": stream.environment, "v_run_id": run_id,
+        })).first()
+        return row is not None
 
     async def notify(self, stream: StreamKey) -> None:
         # Delivered by PostgreSQL only when this transaction commits.

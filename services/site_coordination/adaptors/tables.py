@@ -1,8 +1,9 @@
 """Site Coordination's private database (``metallo_site_coordination``).
 
 Streams and numbered commands with their results (seed 004 §4A), command grants
-(§4B), progress reports, repository grants, read permits (seed 001), the lab Git
-server's tokens, and the messaging tables (outbox, inbox, command receipts).
+(§4B), progress reports, native end notices (ADR 0016), repository grants, read
+permits (seed 001), the lab Git server's tokens, and the messaging tables (outbox,
+inbox, command receipts).
 """
 
 from __future__ import annotations
@@ -77,6 +78,16 @@ progress_reports = Table(
     Column("code", Text, nullable=False),
     Column("reported_at", DateTime(timezone=True), nullable=False, server_default=_now),
     PrimaryKeyConstraint("command_id", "code"),
+)
+
+# The first native end notice of each Attempt (ADR 0016): the hint is published once.
+native_end_notices = Table(
+    "native_end_notices", metadata,
+    Column("attempt_id", Text, primary_key=True),
+    Column("site_id", Text, nullable=False),
+    Column("environment", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("noticed_at", DateTime(timezone=True), nullable=False, server_default=_now),
 )
 
 repository_grants = Table(

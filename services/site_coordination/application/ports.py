@@ -89,6 +89,14 @@ class SiteStore(Protocol):
     async def add_progress(self, command_id: str, code: str) -> bool:
         """Record (command, code) once; True when new."""
         ...
+    async def attempt_run_in_stream(self, stream: StreamKey, attempt_id: str) -> str | None:
+        """The ``run_id`` of a command of ``stream`` naming ``attempt_id`` (the first by
+        sequence), or None when no command of that stream names the Attempt."""
+        ...
+    async def add_native_end_notice(self, stream: StreamKey, run_id: str,
+                                    attempt_id: str) -> bool:
+        """Record the Attempt's native end notice once; True when new (ADR 0016)."""
+        ...
     async def notify(self, stream: StreamKey) -> None:
         """Wake long-polls of ``stream`` once this transaction commits."""
         ...

@@ -1,4 +1,5 @@
-"""Ordered commands and recorded results (seed 004 §4A; docs/site-commands.md).
+"""Ordered commands and recorded results (seed 004 §4A; docs/site-commands.md), and
+the native end notice (ADR 0016; docs/site-edge.md).
 
 Use cases run inside one transaction given as a :class:`SiteStore` and an
 :class:`EventPublisher` bound to it.
@@ -27,6 +28,7 @@ from site_coordination.domain.streams import (
     NewCommand,
     StoredCommand,
     StreamKey,
+    check_identifier,
     decide_result,
     validate_new_command,
 )
@@ -212,5 +214,39 @@ async def report_progress(store: SiteStore, events: EventPublisher, grant: Comma
             attempt_id=command.attempt_id,
         ),
         aggregate_id=_aggregate(command.stream),
+    )
+    return True
+
+
+async def notice_native_end(store: SiteStore, events: EventPublisher, grant: CommandGrant,
+                            attempt_id: str) -> bool:
+    """Record that the Runtime saw the native work of Attempt ``attempt_id`` end, once
+    per Attempt, and publish ``SiteNativeEndNoticed {site_id, environment, run_id,
+    attempt_id}`` the first time, in this transaction (ADR 0016). Returns True when new,
+    False on a repeat (nothing published).
+
+    A hint, never evidence: Execution Core makes the Attempt's next ``observe`` due at
+    once; no state of the Run or of any command changes here. ``site_id`` and
+    ``environment`` are the grant's stream; ``run_id`` is that of the stream's command
+    for the Attempt.
+
+    Raises :class:`Invalid` ``invalid-argument`` for an unsafe ``attempt_id`` and
+    :class:`NotFound` ``attempt-not-in-stream`` when no command of the grant's stream
+    names the Attempt (an Attempt of another stream included: nothing is revealed).
+    """
+    check_identifier("attempt_id", attempt_id)
+    stream = grant.stream
+    run_id = await store.attempt_run_in_stream(stream, attempt_id)
+    if run_id is None:
+        raise NotFound("attempt-not-in-stream",
+                       "no command of the grant's stream names this attempt_id")
+    if not await store.add_native_end_notice(stream, run_id, attempt_id):
+        return False
+    await events.publish(
+        sc_pb2.SiteNativeEndNoticed(
+            site_id=stream.site_id, environment=stream.environment, run_id=run_id,
+            attempt_id=attempt_id,
+        ),
+        aggregate_id=_aggregate(stream),
     )
     return True

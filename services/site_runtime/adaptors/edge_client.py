@@ -50,7 +50,8 @@ class EdgeSettings:
 
 class EdgeClient:
     """The Site edge over httpx (see module doc). Implements the worker's EdgePort and
-    the executors' ExecutionAuthority, RepositoryGrants and ReadPermits ports."""
+    the executors' ExecutionAuthority, RepositoryGrants and ReadPermits ports, and
+    (:meth:`notice_native_end`) the local executor's NativeEndNotice."""
 
     def __init__(self, settings: EdgeSettings) -> None:
         if not settings.base_url.startswith("https://"):
@@ -69,6 +70,7 @@ class EdgeClient:
             timeout=settings.timeout_seconds,
         )
         self._edge_revokes_many = True  # False once an older edge lacked the batch route
+        self._edge_notices_ends = True  # False once an older edge lacked the native-end route
 
     def __repr__(self) -> str:
         return f"EdgeClient({self.settings.base_url!r})"
@@ -180,6 +182,31 @@ class EdgeClient:
             f"/v1/commands/{int(sequence)}/progress",
             json={"command_id": command_id, "code": code},
         )
+
+    async def notice_native_end(self, attempt_id: str) -> bool:
+        """``POST /v1/attempts/{attempt_id}/native-end`` (no body): the Runtime saw the
+        Attempt's native work end, so the edge has Execution Core observe it at once
+        (ADR 0016; a hint, never evidence: the observe reports the outcome).
+
+        Answer 202 ``{"noticed": true | false}`` → the flag (False: noticed already).
+        Raises EdgeRefused — 404 ``attempt-not-in-stream`` for an Attempt the stream
+        does not know, 401 for the credential — and EdgeUnavailable (transport, 5xx).
+        An older edge without the route (404/405 without an error code) gets False
+        and is not asked again by this client.
+        """
+        if not self._edge_notices_ends:
+            return False
+        try:
+            response = await self._request(
+                "POST", f"/v1/attempts/{_segment(attempt_id)}/native-end"
+            )
+        except EdgeRefused as refused:
+            if refused.status not in (404, 405) or refused.code != "edge-refused":
+                raise
+            log.warning("the Site edge has no native-end route; ends wait for the observe")
+            self._edge_notices_ends = False
+            return False
+        return bool(_json(response).get("noticed"))
 
     # ------------------------------------------------------------------ authority
     async def authorise_execution(self, request: dict[str, str]) -> dict[str, Any]:

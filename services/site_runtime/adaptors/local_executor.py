@@ -17,6 +17,8 @@ one gone without a recorded status marks its stage failed with
 
 Phases of ``observe`` (docs/site-commands.md): ``prepared`` → ``queued`` (stage-in)
 → ``running`` (compute and stage-out) → ``succeeded`` / ``failed`` / ``cancelled``.
+Once a terminal one is committed (:meth:`LocalExecutor._set_state`), the optional
+``on_native_end`` tells the Site edge in the background (a hint, ADR 0016).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from site_runtime.adaptors.local_processes import StageProcesses
 from site_runtime.adaptors.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
-from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
+from site_runtime.application.native_ends import NativeEndNotices
+from site_runtime.application.ports import CommandResult, Deferred, NativeEndNotice, SiteCommand
 from site_runtime.application.site_access import (
     ExecutionAuthority,
     RepositoryGrant,
@@ -78,7 +81,8 @@ class LocalSettings:
     ``launch_timeout_seconds``: a launched runner that has not claimed its stage after
     this long is launched once more (the claim file prevents a second effect);
     ``release_delay_seconds``: an ended stage's repository grant is released within
-    this long, together with the others ended meanwhile (:mod:`.grant_releases`).
+    this long, together with the others ended meanwhile (:mod:`.grant_releases`);
+    ``notice_timeout_seconds``: bound of one native-end notice to the edge (ADR 0016).
     """
 
     workspace_root: Path
@@ -93,6 +97,7 @@ class LocalSettings:
     launch_timeout_seconds: float = 10.0
     release_delay_seconds: float = 1.0
     base_path: str = "/usr/local/bin:/usr/bin:/bin"
+    notice_timeout_seconds: float = 5.0
 
 
 class LocalExecutor:
@@ -105,7 +110,11 @@ class LocalExecutor:
         authority: ExecutionAuthority,
         grants: RepositoryGrants,
         permits: ReadPermits | None = None,
+        on_native_end: NativeEndNotice | None = None,
     ) -> None:
+        """``on_native_end`` (e.g. ``EdgeClient.notice_native_end``) is called in the
+        background, once per Attempt, after an Attempt's terminal state is committed
+        to ``jobs.sqlite`` (best effort, ADR 0016; :mod:`site_runtime.application.native_ends`)."""
         self.settings = settings
         self.journal = journal
         self.authority = authority
@@ -119,6 +128,9 @@ class LocalExecutor:
         self._edge_combines_grants = True  # False after an older edge refused the field
         self.releases = GrantReleases(
             journal, grants, delay_seconds=settings.release_delay_seconds
+        )
+        self.native_ends = NativeEndNotices(
+            on_native_end, timeout_seconds=settings.notice_timeout_seconds
         )
         Path(settings.workspace_root).mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -134,6 +146,14 @@ class LocalExecutor:
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
         return self._locks.setdefault(attempt_id, asyncio.Lock())
+
+    def _set_state(self, attempt_id: str, state: str, cancel_result: str | None = None) -> None:
+        """Every change of an Attempt's journal state goes through here: once a
+        terminal state (one ``observe`` reports as ended) is committed, the edge is told
+        in the background (a hint; the observe it brings is the evidence, ADR 0016)."""
+        self.journal.set_state(attempt_id, state, cancel_result=cancel_result)
+        if state in TERMINAL:
+            self.native_ends.notice(attempt_id)
 
     # ================================================================ background
     async def start_supervision(self) -> None:
@@ -152,6 +172,7 @@ class LocalExecutor:
         if self._wakeups is not None:
             self._wakeups.close()
             self._wakeups = None
+        self.native_ends.cancel()
         self.processes.close()
 
     async def stop_supervision(self) -> None:
@@ -168,6 +189,7 @@ class LocalExecutor:
         # (what stays unreleased is in the journal for the next start).
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.releases.flush(), STOP_RELEASE_SECONDS)
+        await self.native_ends.close()  # hints still in flight are dropped
 
     def _has_slot(self) -> bool:
         """Whether fewer than ``max_active`` Attempts are in a stage now."""
@@ -263,7 +285,7 @@ class LocalExecutor:
             code=code,
             output_commit=None,
         )
-        self.journal.set_state(row.attempt_id, "failed")
+        self._set_state(row.attempt_id, "failed")
 
     async def _begin(self, row: AttemptRow) -> tuple[str, str] | None:
         """Check the deadline, authorise again (with the stage-in grant when the edge
@@ -375,7 +397,7 @@ class LocalExecutor:
                             code="attempt-deadline-passed",
                             message="the Attempt's deadline has passed; nothing was started",
                         )
-                    self.journal.set_state(row.attempt_id, "waiting")
+                    self._set_state(row.attempt_id, "waiting")
                     log.info("attempt %s: waiting for a free slot", row.attempt_id)
                     return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
                 refusal = await self._begin(row)
@@ -428,12 +450,12 @@ class LocalExecutor:
                 answer = "accepted" if row.cancel_result else "already-terminal"
                 return self._save(command, "succeeded", message=answer, row=row)
             # The intent first: a restart during the kill finishes the cancellation.
-            self.journal.set_state(row.attempt_id, row.state, cancel_result="accepted")
+            self._set_state(row.attempt_id, row.state, cancel_result="accepted")
             await self._stop_stage(row)
             row = self.journal.attempt(row.attempt_id)
             assert row is not None
             if row.state not in TERMINAL:
-                self.journal.set_state(row.attempt_id, "cancelled")
+                self._set_state(row.attempt_id, "cancelled")
             await self._release_grants(row.attempt_id)
             return self._save(
                 command, "succeeded", message="accepted", row=self.journal.attempt(row.attempt_id)
@@ -778,14 +800,14 @@ class LocalExecutor:
             await self._release_grants(row.attempt_id)
             if stage_row.state != "succeeded":
                 final = "cancelled" if stage_row.state == "cancelled" else "failed"
-                self.journal.set_state(row.attempt_id, final)
+                self._set_state(row.attempt_id, final)
                 log.info(
                     "attempt %s: %s %s (%s)", row.attempt_id, stage_row.stage, final, stage_row.code
                 )
                 return
             following = NEXT_STAGE[row.state]
             if following is None:
-                self.journal.set_state(row.attempt_id, "succeeded")
+                self._set_state(row.attempt_id, "succeeded")
                 log.info("attempt %s: succeeded", row.attempt_id)
                 return
             if row.cancel_result is not None:
@@ -804,7 +826,7 @@ class LocalExecutor:
                     code="attempt-deadline-passed",
                     output_commit=None,
                 )
-                self.journal.set_state(row.attempt_id, "failed")
+                self._set_state(row.attempt_id, "failed")
                 return
             self.journal.launch_intent(row.attempt_id, following)
             row = self.journal.attempt(row.attempt_id)
@@ -877,4 +899,4 @@ class LocalExecutor:
         )
         stage_row = self.journal.stage(row.attempt_id, stage_row.stage)
         if stage_row is not None and stage_row.state == "failed":
-            self.journal.set_state(row.attempt_id, "failed")
+            self._set_state(row.attempt_id, "failed")

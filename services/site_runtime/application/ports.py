@@ -7,6 +7,7 @@ JSON shapes: ``docs/site-commands.md``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -112,4 +113,15 @@ class QueuedBatchExecutor(Protocol):
         commands), at most the permit's ``max_bytes`` (≤ 5 MiB); a definite refusal is
         a ``refused`` result with its ``code``.
         """
+        ...
+
+
+class NativeEndNotice(Protocol):
+    """Tells the Site edge that an Attempt's native work ended (ADR 0016): a hint that
+    makes Execution Core observe the Attempt at once, never evidence — the ``observe``
+    that follows reports what happened. ``adaptors/edge_client.py``'s
+    ``EdgeClient.notice_native_end`` implements it (``POST
+    /v1/attempts/{attempt_id}/native-end``); the result is not used."""
+
+    def __call__(self, attempt_id: str) -> Awaitable[object]:
         ...

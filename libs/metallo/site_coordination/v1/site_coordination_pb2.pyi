@@ -91,3 +91,15 @@ class SiteProgressReported(_message.Message):
     run_id: str
     attempt_id: str
     def __init__(self, command_id: _Optional[str] = ..., site_id: _Optional[str] = ..., sequence: _Optional[int] = ..., code: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class SiteNativeEndNoticed(_message.Message):
+    __slots__ = ("site_id", "environment", "run_id", "attempt_id")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    environment: str
+    run_id: str
+    attempt_id: str
+    def __init__(self, site_id: _Optional[str] = ..., environment: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...

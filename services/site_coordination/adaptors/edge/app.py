@@ -281,6 +281,22 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                                                      body.code)
         return s.ProgressAccepted(reported=reported)
 
+    @router.post("/attempts/{attempt_id}/native-end", response_model=s.NativeEndNoticed,
+                 status_code=202, tags=["commands"])
+    async def notice_native_end(request: Request, body: s.NativeEndNotice | None = None,
+                                attempt_id: str = Path(min_length=1, max_length=128)):
+        """Notice that the Attempt's native work ended (best effort, ADR 0016): the first
+        notice publishes ``SiteNativeEndNoticed`` so Execution Core observes at once; a
+        repeat answers ``noticed: false``. A hint only: the observe stays the evidence.
+        404 ``attempt-not-in-stream`` when no command of the caller's stream names it."""
+        svc = _svc(request)
+        async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
+            grant = await _grant(store, request)
+            noticed = await streams.notice_native_end(store, svc.events(session), grant,
+                                                      attempt_id)
+        return s.NativeEndNoticed(noticed=noticed)
+
     @router.post("/authorisations/execution", response_model=s.ExecutionAuthorised,
                  tags=["authorisations"])
     async def authorise_execution(request: Request, body: s.ExecutionAuthorisationRequest):

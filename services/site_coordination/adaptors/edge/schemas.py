@@ -84,6 +84,18 @@ class ProgressAccepted(BaseModel):
     reported: bool = Field(description="false when this command already reported this code")
 
 
+class NativeEndNotice(_Strict):
+    """A Runtime's notice that an Attempt's native work ended (ADR 0016): no fields; the
+    Attempt is named by the path. The body may also be absent."""
+
+
+class NativeEndNoticed(BaseModel):
+    """Answer to a native end notice (a hint for Execution Core, never evidence)."""
+
+    noticed: bool = Field(description="true: the first notice for this Attempt, published "
+                                      "now; false: already noticed, nothing published")
+
+
 class ExecutionAuthorisationRequest(_Strict):
     """Runtime's request to execute an Attempt (seed 001, authorise interface).
 
