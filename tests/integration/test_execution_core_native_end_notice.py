@@ -52,15 +52,8 @@ async def test_a_notice_ends_a_finished_run_at_once_through_one_observe(make_sta
     assert time.monotonic() - began < 10  # not the 20 s back-off
     assert (run.outcome, run.native_state) == ("succeeded", "COMPLETED")
     assert stack.site.count(start.attempt_id, "observe") == 1  # the evidence: one observe
-    async with stack.engine.connect() as conn:
-        noticed = (
-            await conn.execute(
-                select(attempts.c.native_end_noticed_at).where(
-                    attempts.c.attempt_id == start.attempt_id
-                )
-            )
-        ).scalar_one()
-    assert noticed is not None
+    noticed_at, after_seq = await _notice_columns(stack, start.attempt_id)
+    assert noticed_at is not None and after_seq > 0  # after the start command
     stack.site.assert_no_duplicates()
 
 
@@ -76,11 +69,43 @@ async def test_a_notice_for_an_unknown_or_ended_attempt_changes_nothing(make_sta
     await asyncio.sleep(0.5)
     assert stack.site.count(start.attempt_id, "observe") == 0
     assert (await stack.get(run_id)).phase == "running"
+    assert await _notice_columns(stack, start.attempt_id) == (None, None)
 
     await stack.consumed([await stack.site.notice_native_end(start)])
     await stack.terminal(run_id, timeout=10)
     # A notice after the end: the Attempt is not touched and nothing more is sent.
+    noticed = await _notice_columns(stack, start.attempt_id)
     sent = len(stack.site.received)
     await stack.consumed([await stack.site.notice_native_end(start)])
     await asyncio.sleep(0.5)
     assert len(stack.site.received) == sent
+    assert await _notice_columns(stack, start.attempt_id) == noticed
+
+
+async def test_a_notice_for_an_attempt_that_ended_before_it_changes_nothing(make_stack):
+    def refused_start(cmd, double):
+        if cmd.kind == "prepare":
+            return result(cmd, phase="prepared")
+        return result(cmd, outcome="refused", code="authorisation-refused")
+
+    stack = await make_stack(settings=SLOW_OBSERVE, script=refused_start)
+    run_id = await stack.launch()
+    await stack.terminal(run_id)
+    (start,) = [c for c in stack.site.received if c.run_id == run_id and c.kind == "start"]
+    sent = len(stack.site.received)
+    await stack.consumed([await stack.site.notice_native_end(start)])
+    await asyncio.sleep(0.5)
+    assert len(stack.site.received) == sent
+    assert await _notice_columns(stack, start.attempt_id) == (None, None)
+
+
+async def _notice_columns(stack, attempt_id: str):
+    async with stack.engine.connect() as conn:
+        row = (
+            await conn.execute(
+                select(
+                    attempts.c.native_end_noticed_at, attempts.c.native_end_noticed_after_seq
+                ).where(attempts.c.attempt_id == attempt_id)
+            )
+        ).one()
+    return tuple(row)

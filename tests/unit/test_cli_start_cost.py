@@ -42,6 +42,8 @@ def test_decoding_a_reply_imports_only_its_own_context():
         "import sys\n"
         "from metallo.messaging.registry import message_class\n"
         "cls = message_class('metallo.execution_core.v1.RunCompleted')\n"
+        "assert message_class('metallo.persistence.v1.X') is None\n"  # a header names it
+        "assert message_class('metallo.__init__.v1.X') is None\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'jsonschema')"
         " or m.startswith(('metallo.governance', 'metallo.persistence', 'metallo.site_coordination')))\n"
         "print(cls.__name__, heavy[:3])\n"

@@ -97,6 +97,12 @@ class Sim:
     def wait(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    def notice(self) -> None:
+        """The Site's native end notice arrives now (ADR 0016), as the store records it:
+        after the Attempt's newest command."""
+        newest = max((c.seq for c in self.attempt.commands), default=0)
+        self.attempt = replace(self.attempt, native_end_noticed_after_seq=newest)
+
 
 def test_queued_batch_whole_lifecycle_sends_each_step_once():
     sim = Sim()
@@ -395,7 +401,7 @@ def test_a_noticed_native_end_makes_the_next_observe_due_at_once():
     _running_with_one_observe_sent(sim)
     sim.wait(0.5)  # the next observe would be due 2 s after the last result
     assert sim.step().commands == []
-    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    sim.notice()
     d = sim.step()
     assert [k for k, _ in d.commands] == ["observe"] and d.end is None
     assert sim.step().commands == []  # one observe for one notice, not one per wake-up
@@ -416,7 +422,7 @@ def test_a_notice_during_an_outstanding_observe_is_answered_by_a_later_observe()
     sim.wait(2)
     assert [k for k, _ in sim.step().commands] == ["observe"]
     sim.wait(0.1)
-    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    sim.notice()
     assert sim.step().commands == []  # one outstanding observe at a time
     sim.wait(0.1)
     sim.result("observe", phase="running", native_state="RUNNING")
@@ -428,10 +434,22 @@ def test_a_notice_before_the_start_result_is_answered_right_after_it():
     sim.step()
     sim.result("prepare")
     sim.step()
-    sim.attempt = replace(sim.attempt, native_end_noticed_at=sim.now)
+    sim.notice()
     assert sim.step().commands == []  # the start's result is awaited first
     sim.result("start", phase="running", native_state="RUNNING")
     assert [k for k, _ in sim.step().commands] == ["observe"]  # not 1 s later
+
+
+def test_a_clock_stepping_back_after_a_notice_sends_no_observe_storm():
+    # Which observes answer a notice is told by command order, not by clock readings.
+    sim = Sim()
+    _running_with_one_observe_sent(sim)
+    sim.notice()
+    assert [k for k, _ in sim.step().commands] == ["observe"]
+    sim.wait(-60)  # the database clock steps back a minute
+    sim.result("observe", phase="running", native_state="RUNNING")
+    for _ in range(5):
+        assert sim.step().commands == []
 
 
 def test_an_observed_failure_no_attempt_can_cure_is_not_retried():

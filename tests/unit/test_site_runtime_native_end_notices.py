@@ -66,9 +66,15 @@ async def test_the_memory_is_bounded_and_forgets_the_oldest():
     assert sent.calls == ["a-1", "a-2", "a-3", "a-4", "a-1"]
 
 
-async def test_the_default_memory_holds_ten_thousand():
-    notices = NativeEndNotices(Sent())
-    assert notices.memory == 10_000
+async def test_at_most_concurrency_requests_are_open_and_the_rest_wait_their_turn():
+    sent = Sent(hang=True)
+    notices = NativeEndNotices(sent, concurrency=2, timeout_seconds=0.2)
+    for attempt in ("a-1", "a-2", "a-3"):
+        notices.notice(attempt)
+    await asyncio.sleep(0.05)
+    assert sent.calls == ["a-1", "a-2"] and notices.in_flight == 3
+    await settle(notices)  # the first two time out, then the third gets its turn
+    assert sent.calls == ["a-1", "a-2", "a-3"]
 
 
 async def test_no_callback_does_nothing():
@@ -207,3 +213,29 @@ async def test_the_local_executor_sends_notices_through_the_edge_client(tmp_path
         executor.close()
         executor.journal.close()
         await edge.close()
+
+
+async def test_an_edge_without_the_route_is_asked_again_after_a_while(monkeypatch):
+    # An older edge (or a proxy mid-rollout) answers a bare 404: the client stops asking
+    # for NATIVE_END_RETRY_SECONDS, then asks again.
+    from site_runtime.adaptors import edge_client as ec
+
+    answers = [httpx.Response(404, text="Not Found"), httpx.Response(202, json={"noticed": True})]
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return answers.pop(0)
+
+    client = client_with(handler)
+    now = [1000.0]
+    monkeypatch.setattr(ec.time, "monotonic", lambda: now[0])
+    try:
+        assert await client.notice_native_end("att-1") is False
+        assert await client.notice_native_end("att-2") is False  # not asked meanwhile
+        assert asked == ["/v1/attempts/att-1/native-end"]
+        now[0] += ec.NATIVE_END_RETRY_SECONDS
+        assert await client.notice_native_end("att-3") is True
+        assert asked[-1] == "/v1/attempts/att-3/native-end"
+    finally:
+        await client.close()

@@ -11,11 +11,14 @@ import importlib
 import pkgutil
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from google.protobuf.message import Message
 
 import metallo
 
+_CONTEXT = re.compile(r"[a-z_]+")
+_VERSION = re.compile(r"v\d+")
 _PACKAGE = re.compile(r"^metallo\.(?P<context>[a-z_]+)\.(?P<version>v\d+)\.(?P<name>[A-Za-z0-9_]+)$")
 
 
@@ -28,33 +31,40 @@ def _messages_of(modules) -> dict[str, type[Message]]:
     return found
 
 
-def _pb2_modules(package: str, path) -> list[str]:
-    # iter_modules lists without importing: walk_packages would import every
-    # package of metallo (SQLAlchemy, jsonschema, …), a quarter second per CLI command.
-    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(path) if m.name.endswith("_pb2")]
+@lru_cache(maxsize=1)
+def _generated() -> dict[tuple[str, str], tuple[str, ...]]:
+    """``(context, version)`` → its generated module names, found by listing the
+    ``metallo`` package's directories: nothing is imported. Listing instead of
+    ``walk_packages``, which imports every package of metallo (SQLAlchemy, jsonschema,
+    …), a quarter second per CLI command; and only names found here are ever imported,
+    whatever a message's type header says."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for root in map(Path, metallo.__path__):
+        if not root.is_dir():
+            continue
+        for pb2 in sorted(root.glob("*/v*/*_pb2.py")):
+            context, version = pb2.parent.parent.name, pb2.parent.name
+            if _CONTEXT.fullmatch(context) and _VERSION.fullmatch(version):
+                found.setdefault((context, version), []).append(
+                    f"metallo.{context}.{version}.{pb2.stem}")
+    return {key: tuple(names) for key, names in found.items()}
 
 
 @lru_cache(maxsize=1)
 def _all_messages() -> dict[str, type[Message]]:
-    modules: list[str] = []
-    for context in pkgutil.iter_modules(metallo.__path__):
-        if not context.ispkg:
-            continue
-        for version in pkgutil.iter_modules([f"{context.module_finder.path}/{context.name}"]):
-            if version.ispkg and re.fullmatch(r"v\d+", version.name):
-                package = f"metallo.{context.name}.{version.name}"
-                modules += _pb2_modules(package, [f"{version.module_finder.path}/{version.name}"])
-    return _messages_of(modules)
+    generated = _generated()
+    if not generated:  # not on a plain file system (e.g. a zip): import and walk
+        return _messages_of(
+            mod.name for mod in pkgutil.walk_packages(metallo.__path__, "metallo.")
+            if mod.name.endswith("_pb2"))
+    return _messages_of(name for names in generated.values() for name in names)
 
 
 @lru_cache(maxsize=64)
 def _messages_in(context: str, version: str) -> dict[str, type[Message]]:
-    """The generated messages of ``metallo.<context>.<version>`` only (empty when absent)."""
-    try:
-        package = importlib.import_module(f"metallo.{context}.{version}")
-    except ImportError:
-        return {}
-    return _messages_of(_pb2_modules(package.__name__, package.__path__))
+    """The generated messages of ``metallo.<context>.<version>`` only (empty when there
+    is no such generated package)."""
+    return _messages_of(_generated().get((context, version), ()))
 
 
 def load_all_messages() -> int:
@@ -73,6 +83,10 @@ def message_class(full_name: str) -> type[Message] | None:
     m = _PACKAGE.match(full_name)
     if not m:
         return None
+    if _all_messages.cache_info().currsize:  # a consumer loaded them all at start
+        return _all_messages().get(full_name)
+    if not _generated():
+        return _all_messages().get(full_name)
     return _messages_in(m["context"], m["version"]).get(full_name)
 
 

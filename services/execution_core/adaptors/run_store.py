@@ -71,7 +71,15 @@ _NOTE_NATIVE_END = (
         attempts.c.native_end_noticed_at.is_(None),
         attempts.c.state.not_in(sorted(ATTEMPT_TERMINAL)),
     )
-    .values(native_end_noticed_at=func.now())
+    .values(
+        native_end_noticed_at=func.now(),
+        # Command order, not the clock, tells which observes came after (ADR 0016).
+        native_end_noticed_after_seq=(
+            select(func.coalesce(func.max(site_commands.c.seq), 0))
+            .where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
+            .scalar_subquery()
+        ),
+    )
     .returning(attempts.c.run_id)
 )
 _FIND_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
@@ -165,8 +173,9 @@ class SqlRunStore:
         return (await session.execute(_WAKE_RUN, {"w_run_id": run_id})).rowcount == 1
 
     async def note_native_end(self, session: AsyncSession, attempt_id: str) -> str | None:
-        """Set ``native_end_noticed_at`` to ``now()`` on a not yet ended Attempt that has
-        none (ADR 0016); return its Run id, or None when the Attempt is absent, ended or
+        """Set ``native_end_noticed_at`` to ``now()`` and ``native_end_noticed_after_seq``
+        to the ``seq`` of the Attempt's newest command (0: none) on a not yet ended
+        Attempt that has no notice (ADR 0016); return its Run id, or None when the Attempt is absent, ended or
         already noticed (one ``UPDATE … RETURNING``)."""
         row = (await session.execute(_NOTE_NATIVE_END, {"w_attempt_id": attempt_id})).first()
         return None if row is None else row.run_id

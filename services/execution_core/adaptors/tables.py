@@ -146,6 +146,8 @@ attempts = Table(
     _now_column("ended_at", nullable=True),
     # ADR 0016: when the Site Runtime's end notice arrived (a hint, not evidence).
     Column("native_end_noticed_at", DateTime(timezone=True), nullable=True),
+    # ... and the seq of the Attempt's newest command then (the lifecycle's marker).
+    Column("native_end_noticed_after_seq", BigInteger, nullable=True),
     UniqueConstraint("run_id", "number", name="attempts_run_number"),
 )
 

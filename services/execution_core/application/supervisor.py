@@ -161,7 +161,7 @@ class RunSupervisor(PollingWorker):
                     created_at=current["created_at"],
                     dispatch_deadline=current["dispatch_deadline"],
                     commands=tuple(command_fact(c) for c in commands),
-                    native_end_noticed_at=current.get("native_end_noticed_at"),
+                    native_end_noticed_after_seq=current.get("native_end_noticed_after_seq"),
                 )
             decision = lifecycle.decide(view, attempt_view, now, self.timing)
             await self.fault("supervisor:decided")

@@ -60,7 +60,8 @@ class AttemptView:
     created_at: datetime
     dispatch_deadline: datetime
     commands: tuple[CommandFact, ...] = ()
-    native_end_noticed_at: datetime | None = None  # ADR 0016: the Site noticed its end
+    # ADR 0016: the Site noticed its end when the newest command had this seq.
+    native_end_noticed_after_seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -444,13 +445,13 @@ def _observe_loop(
         d.wake_at = now + timedelta(seconds=t.result_recheck)
         return d
     last = max((c.result_at for c in observes if c.result_at), default=None)
-    noticed = attempt.native_end_noticed_at
+    noticed_after = attempt.native_end_noticed_after_seq
     if last is None and after.kind in ("cancel", "terminate"):
         due = now  # after a stop result the native state is observed at once
-    elif noticed is not None and not any(c.created_at >= noticed for c in observes):
+    elif noticed_after is not None and not any(c.seq > noticed_after for c in observes):
         # The Site noticed the native end (ADR 0016): observe at once, once. An observe
         # sent before the notice may have seen the work still running, so only one
-        # sent after it counts.
+        # sent after it counts — by command order, never by clock readings.
         due = now
     else:
         base = last or after.result_at or now

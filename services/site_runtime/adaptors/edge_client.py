@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 GRANT_PREFIX = "psb_"
 MAX_GRANT_BYTES = 4096
+NATIVE_END_RETRY_SECONDS = 300  # an edge without the native-end route is asked again after this
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,9 @@ class EdgeClient:
             timeout=settings.timeout_seconds,
         )
         self._edge_revokes_many = True  # False once an older edge lacked the batch route
-        self._edge_notices_ends = True  # False once an older edge lacked the native-end route
+        # Monotonic time before which the native-end route is not tried again: an older
+        # edge (or a proxy during a rollout) answered it with a bare 404/405.
+        self._native_end_retry_at = 0.0
 
     def __repr__(self) -> str:
         return f"EdgeClient({self.settings.base_url!r})"
@@ -191,10 +195,10 @@ class EdgeClient:
         Answer 202 ``{"noticed": true | false}`` → the flag (False: noticed already).
         Raises EdgeRefused — 404 ``attempt-not-in-stream`` for an Attempt the stream
         does not know, 401 for the credential — and EdgeUnavailable (transport, 5xx).
-        An older edge without the route (404/405 without an error code) gets False
-        and is not asked again by this client.
+        An older edge without the route (404/405 without an error code) gets False,
+        and the route is not tried again for ``NATIVE_END_RETRY_SECONDS`` (300 s).
         """
-        if not self._edge_notices_ends:
+        if time.monotonic() < self._native_end_retry_at:
             return False
         try:
             response = await self._request(
@@ -203,8 +207,9 @@ class EdgeClient:
         except EdgeRefused as refused:
             if refused.status not in (404, 405) or refused.code != "edge-refused":
                 raise
-            log.warning("the Site edge has no native-end route; ends wait for the observe")
-            self._edge_notices_ends = False
+            log.warning("the Site edge has no native-end route; ends wait for the observe "
+                        "(tried again in %d s)", NATIVE_END_RETRY_SECONDS)
+            self._native_end_retry_at = time.monotonic() + NATIVE_END_RETRY_SECONDS
             return False
         return bool(_json(response).get("noticed"))
 

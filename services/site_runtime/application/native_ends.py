@@ -10,7 +10,10 @@ at once. It is a hint, never evidence: the observe reports what happened.
 A notice must never slow or break supervision or the command stream, so
 :meth:`NativeEndNotices.notice` only schedules a background task: each send is
 bounded by ``timeout_seconds``, its failures are logged (INFO; error type and code
-only) and dropped, at most ``max_in_flight`` sends run at once (more are dropped),
+only) and dropped, at most ``concurrency`` requests are open at once (the rest wait
+their turn, so notices never take more than that share of the edge client's
+connection pool from the command stream), at most ``max_in_flight`` notices wait or
+run (more are dropped),
 and an Attempt is noticed at most once per process (the last ``memory`` Attempt ids
 are remembered). Lost notices cost only the old delay: the periodic observe still
 comes.
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 5.0
 MEMORY = 10_000
 MAX_IN_FLIGHT = 256
+CONCURRENCY = 4  # open requests; the edge client's pool (100) serves the stream too
 
 
 class NativeEndNotices:
@@ -41,15 +45,17 @@ class NativeEndNotices:
         timeout_seconds: float = TIMEOUT_SECONDS,
         memory: int = MEMORY,
         max_in_flight: int = MAX_IN_FLIGHT,
+        concurrency: int = CONCURRENCY,
     ) -> None:
-        if memory < 1 or max_in_flight < 1:
-            raise ValueError("memory and max_in_flight must be at least 1")
+        if memory < 1 or max_in_flight < 1 or concurrency < 1:
+            raise ValueError("memory, max_in_flight and concurrency must be at least 1")
         self.send = send
         self.timeout_seconds = timeout_seconds
         self.memory = memory
         self.max_in_flight = max_in_flight
         self._noticed: dict[str, None] = {}  # insertion-ordered: the oldest goes first
         self._tasks: set[asyncio.Task] = set()
+        self._open = asyncio.Semaphore(concurrency)
 
     def noticed(self, attempt_id: str) -> bool:
         """Whether a notice for ``attempt_id`` was scheduled (and is still remembered)."""
@@ -57,7 +63,7 @@ class NativeEndNotices:
 
     @property
     def in_flight(self) -> int:
-        """Notices being sent now."""
+        """Notices waiting for their turn or being sent now."""
         return len(self._tasks)
 
     def notice(self, attempt_id: str) -> None:
@@ -84,7 +90,8 @@ class NativeEndNotices:
     async def _send(self, attempt_id: str) -> None:
         assert self.send is not None
         try:
-            answer = await asyncio.wait_for(self.send(attempt_id), self.timeout_seconds)
+            async with self._open:  # the timeout starts once the request may go
+                answer = await asyncio.wait_for(self.send(attempt_id), self.timeout_seconds)
         except TimeoutError:
             log.info(
                 "attempt %s: native-end notice timed out after %.1f s",
