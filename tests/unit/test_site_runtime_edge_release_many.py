@@ -8,16 +8,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused
-
-
-def client_with(handler) -> EdgeClient:
-    client = EdgeClient(EdgeSettings(base_url="https://edge.test", credential="psb_test"))
-    client._client = httpx.AsyncClient(
-        base_url="https://edge.test", transport=httpx.MockTransport(handler)
-    )
-    return client
+from tests.unit.edge_client_support import client_with
 
 
 async def test_one_request_names_every_grant():

@@ -16,6 +16,7 @@ from site_runtime.__main__ import build_local_executor
 from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.native_ends import NativeEndNotices
+from tests.unit.edge_client_support import client_with
 
 
 class Sent:
@@ -138,14 +139,6 @@ async def test_close_cancels_what_is_in_flight():
 
 
 # ------------------------------------------------------------------ the edge client
-def client_with(handler) -> EdgeClient:
-    client = EdgeClient(EdgeSettings(base_url="https://edge.test", credential="psb_test"))
-    client._client = httpx.AsyncClient(
-        base_url="https://edge.test", transport=httpx.MockTransport(handler)
-    )
-    return client
-
-
 async def test_the_notice_posts_no_body_and_returns_the_flag():
     seen: list[httpx.Request] = []
     answers = iter([True, False])
