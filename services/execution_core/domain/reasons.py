@@ -48,6 +48,7 @@ PERMANENT_SITE_REFUSALS = frozenset(
     {
         "authorisation-refused",
         "repository-commit-missing",
+        "repository-not-served",  # the Site's Git server does not serve the repository
         "unsupported-slurm-accelerator-class",
         "slurm-wall-time-above-limit",
         DISPATCH_DEADLINE_PASSED,
@@ -58,4 +59,6 @@ PERMANENT_SITE_REFUSALS = frozenset(
 #: Failure codes of an *observed* failure that no new Attempt can cure: authority
 #: refused it (a local Attempt that waited for a slot is authorised only then, ADR 0015)
 #: or the pinned commit is not in the repository.
-PERMANENT_FAILURES = frozenset({"authorisation-refused", "repository-commit-missing"})
+PERMANENT_FAILURES = frozenset(
+    {"authorisation-refused", "repository-commit-missing", "repository-not-served"}
+)

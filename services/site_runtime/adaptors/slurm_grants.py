@@ -9,10 +9,24 @@ made now stays ``issued`` and is retried.
 
 from __future__ import annotations
 
+from site_runtime.adaptors.slurm_access import SlurmAccessError, SlurmRefused
 from site_runtime.adaptors.slurm_chain_base import ChainBase
 from site_runtime.adaptors.slurm_edge import EdgeRefused, EdgeUnavailable, RepositoryGrant
 from site_runtime.adaptors.slurm_journal import AttemptRow
 from site_runtime.application.ports import Deferred
+
+
+class GrantRefused(SlurmRefused):
+    """The edge refused a staging job's repository grant for good (a 4xx other than
+    401, e.g. 409 ``repository-not-served`` for a repository the Site's Git server does
+    not serve): nothing was submitted, and the stage is refused with the edge's code,
+    exactly like a job slurmctld refused. A deferral would hold the Site's whole ordered
+    stream behind a start that can never succeed (a new user's report)."""
+
+    def __init__(self, code: str) -> None:
+        SlurmAccessError.__init__(self, f"the repository grant was refused ({code})")
+        self.error_number = None
+        self.code = code
 
 
 class ChainGrants(ChainBase):
@@ -31,9 +45,11 @@ class ChainGrants(ChainBase):
             raise Deferred(error.code, "no repository grant now") from None
         except EdgeRefused as error:
             self.journal.update_stage(att.attempt_id, stage, grant_state="none")
-            raise Deferred(
-                "repository-unavailable", f"repository grant refused ({error.code})"
-            ) from None
+            if error.status == 401:  # the Runtime's own credential: an operator fixes it
+                raise Deferred(
+                    "repository-unavailable", f"repository grant refused ({error.code})"
+                ) from None
+            raise GrantRefused(error.code) from None
         self.journal.update_stage(
             att.attempt_id, stage, grant_state="issued", grant_id=grant.grant_id
         )

@@ -22,7 +22,7 @@ from site_runtime.adaptors.slurm_access import (
     SlurmUnreachable,
 )
 from site_runtime.adaptors.slurm_edge import EdgeRefused, EdgeUnavailable
-from site_runtime.adaptors.slurm_grants import ChainGrants
+from site_runtime.adaptors.slurm_grants import ChainGrants, GrantRefused
 from site_runtime.adaptors.slurm_journal import AttemptRow, StageRow
 from site_runtime.adaptors.slurm_rendering import ChainRendering
 from site_runtime.application.ports import Deferred
@@ -95,7 +95,13 @@ class ChainSubmission(ChainGrants, ChainRendering):
         request = self._render(att, stage, after)
         secret_env: dict[str, str] = {}
         if stage in ("stage-in", "stage-out"):
-            grant = await self._grant(att, stage)
+            try:
+                grant = await self._grant(att, stage)
+            except GrantRefused as refused:
+                self.journal.update_stage(
+                    att.attempt_id, stage, state="refused", refusal={"code": refused.code}
+                )
+                raise
             secret_env = {
                 "METALLO_GIT_USERNAME": grant.username,
                 "METALLO_GIT_PASSWORD": grant.token,
