@@ -5,6 +5,7 @@ sends, against the real RabbitMQ with a stand-in for the other services
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 
 import aio_pika
@@ -34,6 +35,11 @@ def a_run(phase: str = "terminal", outcome: str = "succeeded", run_id: str = RUN
     attempt.native_jobs.add(stage="stage-in", job_id="101")
     attempt.native_jobs.add(stage="compute", job_id="102")
     return run
+
+
+def bare_repository(path) -> None:
+    """Make ``path`` an (empty) bare Git repository: REPO must be one (the CLI checks)."""
+    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
 
 
 def not_found(_message):
@@ -255,6 +261,7 @@ async def test_wait_timeout_is_uncertain(amqp_url, topology):
 
 
 async def test_action_run_prepares_then_launches_with_replayable_ids(amqp_url, topology, tmp_path):
+    bare_repository(tmp_path)
     prepared = wp.PrepareActionReply(workload_id="w-1", revision=3, commit="b" * 40,
                                      action="train", created=True)
     handlers = {"PrepareAction": lambda c: prepared,
@@ -282,7 +289,26 @@ async def test_action_run_prepares_then_launches_with_replayable_ids(amqp_url, t
     assert prepare.metadata.command_id != launch.metadata.command_id
 
 
+async def test_action_run_whose_wait_gets_no_answer_says_to_wait_for_that_run(
+        amqp_url, topology, tmp_path, monkeypatch):
+    bare_repository(tmp_path)
+    # The Run was accepted; only the wait was cut short (the stack stopped): the hint
+    # names the Run to wait for, not a relaunch with --command-id (a new user's report).
+    monkeypatch.setenv("METALLO_CLI_TIMEOUT", "1")
+    prepared = wp.PrepareActionReply(workload_id="w-1", revision=3, commit="b" * 40,
+                                     action="train", created=False)
+    handlers = {"PrepareAction": lambda c: prepared,
+                "LaunchRun": lambda c: ec.LaunchRunReply(run_id=RUN_ID, phase="accepted", version=1),
+                "GetRun": None}
+    async with StandIn(amqp_url, topology, ("workload_portfolio", "execution_core"), handlers):
+        result = await cli("action", "run", str(tmp_path), "train", "--wait", "--quiet")
+    assert result.code == 4
+    assert f"metallo run wait {RUN_ID}" in result.stderr
+    assert "--command-id" not in result.stderr
+
+
 async def test_action_run_actions_invalid_lists_problems(amqp_url, topology, tmp_path):
+    bare_repository(tmp_path)
     def invalid(_c):
         raise Rejected("actions-invalid", "actions.yaml has 1 problem",
                        {"problem.001": "actions.yaml:3:5: actions.train.cpus: bad"})
@@ -428,6 +454,23 @@ def test_a_local_repository_with_a_work_tree_gets_a_stage_out_warning(tmp_path, 
     assert repository_url(f"file://{bare}") == f"file://{bare}"
     assert repository_url(str(bare)) == str(bare.resolve())
     assert capsys.readouterr().err == ""  # a bare repository takes pushes: no warning
+
+
+def test_a_directory_that_is_not_itself_a_repository_is_not_found(tmp_path):
+    # A plain directory inside another repository's work tree used to get that
+    # repository's stage-out warning, then repository-not-found from the platform (a
+    # new user's report): it is named for what it is, before anything is sent.
+    work = tmp_path / "work"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "plain").mkdir()
+    (tmp_path / "alone").mkdir()
+    for path in (work / "plain", tmp_path / "alone"):
+        result = run_cli("action", "run", str(path), "train")
+        assert result.code == 3, result.stderr
+        assert f"{path} is not a Git repository" in result.stderr
+        assert "metallo dev publish" in result.stderr and "work tree" not in result.stderr
+    result = run_cli("action", "run", f"file://{tmp_path / 'alone'}", "train")
+    assert result.code == 3 and "is not a Git repository" in result.stderr
 
 
 async def test_empty_lists_say_so_and_pipeline_steps_keep_whole_run_ids(amqp_url, topology, monkeypatch):

@@ -86,3 +86,28 @@ def test_status_of_a_stopped_stack_is_one_json_document(monkeypatch):
 
     table = run_cli("dev", "status")
     assert table.code == 3 and table.stdout == "" and "not running" in table.stderr
+
+
+def test_progress_into_a_closed_pipe_does_not_cut_dev_down_short():
+    # `metallo dev down 2>&1 | head -1`: Rich ends the process when its reader has gone,
+    # which stopped `dev down` halfway (grant not revoked, state file stale). The
+    # progress must go quiet and the work go on.
+    probe = (
+        "import os\n"
+        "r, w = os.pipe(); os.close(r)\n"
+        "os.dup2(w, 2)\n"
+        "from metallo.cli import dev\n"
+        "dev._say('stopping the dev stack'); dev._say('the dev stack is stopped')\n"
+        "open(os.environ['DONE'], 'w').write('went on')\n"
+    )
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        done = os.path.join(tmp, "done")
+        finished = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "DONE": done},
+                                  capture_output=True, timeout=60)
+        assert finished.returncode == 0
+        assert open(done).read() == "went on"

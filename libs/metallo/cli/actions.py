@@ -39,12 +39,14 @@ def run_action(
     3 not found; 4 uncertain (retry with the printed --command-id).
     """
     who, conn = actor(member, project), connection()
-    url = repository_url(repo)
     # One root id per invocation; each request's id derives from it, so a retry with
     # --command-id replays both requests and creates nothing twice.
     root_id = command_id or str(uuid.uuid4())
     prepare_id = derived_command_id(root_id, "prepare")
     launch_id = derived_command_id(root_id, "launch")
+    url = repository_url(repo)  # after the options: a usage error is named first
+
+    launched_run: list[str] = []  # set once the launch is known to be accepted
 
     async def body():
         async with Platform(conn) as p:
@@ -58,6 +60,7 @@ def run_action(
             launched = await p.request(ec.LaunchRun(
                 metadata=command_metadata(who, launch_id), workload_id=prepared.workload_id,
                 revision=prepared.revision))
+            launched_run.append(launched.run_id)
             if output is Output.table:
                 err.print(f"Run {launched.run_id} {launched.phase}", markup=False, highlight=False)
             run = (await wait_run(p, who, launched.run_id, timeout=timeout, quiet=quiet)
@@ -67,7 +70,11 @@ def run_action(
     try:
         prepared, launched, run = asyncio.run(body())
     except CliError as error:
-        if error.code == "outcome-uncertain":
+        if error.code == "outcome-uncertain" and launched_run:
+            # The Run was accepted; only the wait was cut short (its own hint stands,
+            # naming the Run): nothing is to be launched again.
+            pass
+        elif error.code == "outcome-uncertain":
             error.hint = (f"run the same command again with --command-id {root_id} (safe: the "
                           "platform returns the saved outcome)")
         elif error.code == "idempotency-conflict" and command_id:

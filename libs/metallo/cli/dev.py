@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -14,7 +16,27 @@ app = typer.Typer(no_args_is_help=True, help="The development stack on this mach
 
 
 def _say(message: str) -> None:
-    err.print(message, markup=False, highlight=False)
+    """Progress of ``dev up``/``dev down`` on stderr. A reader that stopped reading
+    (``metallo dev down 2>&1 | head -1``) must not cut the work short: stopping halfway
+    left the grant unrevoked and the state file stale (a new user's report), so
+    stderr then goes to /dev/null and the work goes on."""
+    try:
+        err.print(message, markup=False, highlight=False)
+    except (BrokenPipeError, SystemExit):
+        # Rich ends the process (SystemExit 1, Console.on_broken_pipe) when the reader
+        # of its stream has gone; here the work must go on, silently.
+        err.quiet = True
+        _quiet(sys.stderr)
+
+
+def _quiet(stream) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (later writes and the
+    interpreter's final flush go nowhere instead of failing)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 @app.command("up")

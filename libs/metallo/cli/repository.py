@@ -39,16 +39,30 @@ def repository_url(repo: str) -> str:
 
 
 def warn_if_checked_out(path: Path) -> None:
-    """Warn (stderr) when ``path`` is a repository with a work tree: git refuses a push
-    to its checked-out branch, so an action that changes files would fail at stage-out
-    (``stage-out-failed``). Reading works; a bare repository, or one published on the
-    lab Git server, takes pushes. Silent when git cannot tell (not a repository, …)."""
+    """Check a local repository. CliError (exit 3, ``repository-not-found``) when
+    ``path`` is not itself a Git repository — a plain directory, even inside another
+    repository's work tree, which git would otherwise take for that one. A warning
+    (stderr) when it has a work tree: git refuses a push to its checked-out branch, so
+    an action that changes files would fail at stage-out (``stage-out-failed``).
+    Reading works; a bare repository, or one published on the lab Git server, takes
+    pushes. Silent when git cannot be run."""
     try:
-        bare = subprocess.run(["git", "-C", str(path), "rev-parse", "--is-bare-repository"],
-                              capture_output=True, text=True, timeout=10, check=False)
+        asked = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir",
+             "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return
-    if bare.returncode == 0 and bare.stdout.strip() == "false":
+    answer = asked.stdout.split("\n")
+    here = path.resolve()
+    bare = len(answer) >= 2 and answer[0] == "true" and Path(answer[1]).resolve() == here
+    checked_out = (asked.returncode == 0 and len(answer) >= 3 and answer[0] == "false"
+                   and Path(answer[2]).resolve() == here)
+    if not (bare or checked_out):
+        raise CliError(f"{path} is not a Git repository",
+                       "pass a repository's top directory (or a bare repository), or put the "
+                       "directory on the lab Git server with `metallo dev publish DIR`",
+                       Exit.NOT_FOUND, code="repository-not-found")
+    if checked_out:
         err.print(f"warning: {path} has a work tree, so git refuses pushes to its checked-out "
                   "branch: an action that changes files fails at stage-out. Use a bare clone "
                   "(`git clone --bare`) or `metallo dev publish DIR` (the lab Git server).",
