@@ -81,18 +81,59 @@ def test_cancellation_ends_the_wait_between_tries(tmp_path):
 
 
 def test_a_push_refused_for_good_is_not_tried_again(tmp_path, monkeypatch):
-    """A remote whose branch moved (non-fast-forward) refuses every try: stage-out
-    fails at once instead of after a minute of retries (found in review)."""
+    """A remote that refuses the update for good (here its pre-receive hook) refuses
+    every try: stage-out fails at once instead of after a minute of retries (found in
+    review)."""
     monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (5.0, 5.0))
     r, remote = checked_out(tmp_path)
-    other = tmp_path / "other"
-    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
-    (other / "elsewhere.txt").write_text("moved\n")
-    sh("git", "add", "-A", cwd=other)
-    sh("git", "commit", "-qm", "moved on", cwd=other)
-    sh("git", "push", "-q", "origin", "HEAD:main", cwd=other)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes here' >&2\nexit 1\n")
+    hook.chmod(0o755)
     (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
     began = time.monotonic()
     out = r.stage_out()
     assert out["code"] == "stage-out-failed" and time.monotonic() - began < 4
-    assert "trying again" not in (tmp_path / "stage.log").read_text()
+    log = (tmp_path / "stage.log").read_text()
+    assert "trying again" not in log and "rebasing" not in log
+
+
+def push_from_elsewhere(tmp_path: Path, remote: Path, name: str, text: str) -> str:
+    """Another Run's outputs reach the branch first; returns the commit it pushed."""
+    other = tmp_path / f"other-{name}"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / name).write_text(text)
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "another Run's outputs", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:main", cwd=other)
+    return sh("git", "rev-parse", "HEAD", cwd=other)
+
+
+def test_a_branch_that_moved_on_gets_this_runs_outputs_on_top(tmp_path):
+    # Several Runs of one branch at once: only the first kept its outputs, the others
+    # failed non-fast-forward (a new user's report). Now a moved branch is fetched,
+    # this Run's commits rebased onto it and pushed again.
+    r, remote = checked_out(tmp_path)
+    theirs = push_from_elsewhere(tmp_path, remote, "theirs.txt", "first\n")
+    (Path(r.spec["repo_dir"]) / "ours.txt").write_text("second\n")
+    out = r.stage_out()
+    assert out["exit_code"] == 0, (tmp_path / "stage.log").read_text()
+    head = sh("git", "rev-parse", "main", cwd=remote)
+    assert out["output_commit"] == head
+    assert sh("git", "rev-parse", f"{head}^", cwd=remote) == theirs
+    assert sh("git", "show", f"{head}:theirs.txt", cwd=remote) == "first"
+    assert sh("git", "show", f"{head}:ours.txt", cwd=remote) == "second"
+    assert "moved on (another Run pushed first): rebasing onto it" in (
+        tmp_path / "stage.log").read_text()
+
+
+def test_outputs_that_conflict_with_the_other_runs_fail_and_push_nothing(tmp_path):
+    r, remote = checked_out(tmp_path)
+    theirs = push_from_elsewhere(tmp_path, remote, "metrics.txt", "theirs\n")
+    (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("ours\n")
+    out = r.stage_out()
+    assert out["code"] == "stage-out-failed"
+    assert sh("git", "rev-parse", "main", cwd=remote) == theirs  # theirs stands
+    assert "conflict with what another Run pushed to main first" in (
+        tmp_path / "stage.log").read_text()
+    status = sh("git", "status", "--porcelain", cwd=Path(r.spec["repo_dir"]))
+    assert "UU" not in status  # the rebase was aborted, not left half done

@@ -61,6 +61,16 @@ PERMANENT_PUSH_FAILURES = (
     "[rejected]", "[remote rejected]", "non-fast-forward", "The requested URL returned error: 403",
     "Authentication failed", "Permission denied",
 )
+#: Rounds of fetch, rebase and push again when the branch moved on meanwhile.
+REBASE_ROUNDS = 5
+
+
+def moved_on(said: str) -> bool:
+    """Whether git's push output says the branch moved on (a rejected non-fast-forward
+    update: another push came first), which a rebase can cure."""
+    return "[rejected]" in said and ("fetch first" in said or "non-fast-forward" in said)
+
+
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
 #: ``git init --template`` (one process). Constant text, never a user value. The LFS
 #: filters are what ``git lfs install --local --skip-repo`` writes (that command
@@ -266,13 +276,46 @@ class Runner:
                 raise Stopped("wall-time-exceeded", None)
             time.sleep(min(POLL_SECONDS, left))
 
+    def push_onto_branch(self, branch: str) -> int:
+        """Push ``HEAD`` to ``branch``; when git refuses because the branch moved on
+        (another Run of the branch pushed first), fetch it, rebase this Run's commits
+        onto it and push again, at most :data:`REBASE_ROUNDS` times. A rebase conflict
+        is aborted and fails (nothing pushed). Returns the last exit code (0: pushed).
+        Raises :class:`Stopped` on cancellation or wall time. Without this, of several
+        Runs of one branch at once only the first kept its outputs (a new user's report)."""
+        push = ("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{branch}")
+        rc, said = self.git_retried_saying(*push)
+        for _ in range(REBASE_ROUNDS):
+            if rc == 0 or not moved_on(said):
+                break
+            self.note(f"the branch {branch} moved on (another Run pushed first): rebasing onto it")
+            tracking = f"refs/remotes/origin/{branch}"
+            rc, _ = self.git("fetch", "-q", "--no-tags", "origin", f"+refs/heads/{branch}:{tracking}")
+            if rc != 0:
+                self.note("fetching the branch failed")
+                return rc
+            rc, _ = self.git("rebase", "-q", tracking)
+            if rc != 0:
+                self.git("rebase", "--abort")
+                self.note(f"the outputs conflict with what another Run pushed to {branch} first; "
+                          "nothing pushed")
+                return rc
+            rc, said = self.git_retried_saying(*push)
+        if rc != 0:
+            self.note("pushing the results failed")
+        return rc
+
     def git_retried(self, *args: str) -> int:
+        """:meth:`git_retried_saying`'s exit code."""
+        return self.git_retried_saying(*args)[0]
+
+    def git_retried_saying(self, *args: str) -> tuple[int, str]:
         """``git args``, tried again after each of :data:`PUSH_RETRY_SECONDS` while it
         fails for a reason that may pass (within the stage's time limit); the last exit
         code. A refusal that cannot pass — a rejected update, a branch checked out in
         the remote, a 403, failed authentication — ends the tries at once (git says so
         on stderr, which goes to the stage log). Raises :class:`Stopped` on cancellation
-        or wall time."""
+        or wall time. Returns (exit code, what the last try wrote to the stage log)."""
         rc, said = self._git_saying(*args)
         for delay in PUSH_RETRY_SECONDS:
             if rc == 0 or any(marker in said for marker in PERMANENT_PUSH_FAILURES):
@@ -281,7 +324,7 @@ class Runner:
                       f"(exit {rc}); trying again in {delay:g} s")
             self.pause(delay)
             rc, said = self._git_saying(*args)
-        return rc
+        return rc, said
 
     def _git_saying(self, *args: str) -> tuple[int, str]:
         """``git args`` → (exit code, what it wrote to the stage log, at most 64 KiB)."""
@@ -433,9 +476,8 @@ class Runner:
             rc = self.git_retried("lfs", "push", "origin", info["branch"])
             if rc != 0:
                 return _exit(rc, "stage-out-failed")
-        rc = self.git_retried("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{info['branch']}")
+        rc = self.push_onto_branch(info["branch"])
         if rc != 0:
-            self.note("pushing the results failed")
             return _exit(rc, "stage-out-failed")
         rc, head = self.git("rev-parse", "HEAD", capture=True)
         self.note(f"pushed {head.strip()} to {info['branch']}")
