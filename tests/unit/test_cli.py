@@ -508,3 +508,13 @@ async def test_run_show_says_when_its_observation_is_stale(amqp_url, topology):
         shown = await cli("run", "show", RUN_ID)
     assert shown.code == 0
     assert "stale: the Site has not reported lately" in " ".join(shown.stdout.split())
+
+
+def test_a_bad_timeout_in_the_config_file_names_the_files_key(monkeypatch, tmp_path):
+    monkeypatch.delenv("METALLO_CLI_TIMEOUT", raising=False)
+    config = tmp_path / "config.toml"
+    config.write_text('timeout_seconds = "abc"\n')
+    monkeypatch.setenv("METALLO_CONFIG", str(config))
+    result = run_cli("run", "show", RUN_ID)
+    assert result.code == 2
+    assert f"timeout_seconds in {config}" in result.stderr and "METALLO_CLI_TIMEOUT" not in result.stderr

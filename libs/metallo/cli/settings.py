@@ -37,7 +37,9 @@ def config_path() -> Path:
 
 
 def load_config() -> dict:
-    """The config file's table; {} when absent. Raises CliError (exit 2) when unreadable."""
+    """The config file's table; {} when absent (``METALLO_CONFIG`` naming a file that
+    does not exist is how scripts and tests run without one). Raises CliError (exit 2)
+    when it is unreadable."""
     path = config_path()
     if not path.exists():
         return {}
@@ -61,15 +63,18 @@ class Connection:
 def connection(config: dict | None = None) -> Connection:
     """The broker connection from the environment, else the config file, else defaults."""
     config = load_config() if config is None else config
-    raw_timeout = os.environ.get("METALLO_CLI_TIMEOUT") or config.get("timeout_seconds")
+    from_env = os.environ.get("METALLO_CLI_TIMEOUT")
+    raw_timeout = from_env or config.get("timeout_seconds")
+    # Name the setting that holds the bad value: the variable or the file's key.
+    fix = ("set METALLO_CLI_TIMEOUT to e.g. 15" if from_env else
+           f"set timeout_seconds in {config_path()} to e.g. 15")
     try:
         timeout = float(raw_timeout) if raw_timeout is not None else DEFAULT_TIMEOUT_SECONDS
     except (TypeError, ValueError):
-        raise CliError(f"timeout {raw_timeout!r} is not a number of seconds",
-                       "set METALLO_CLI_TIMEOUT to e.g. 15", Exit.USAGE) from None
+        raise CliError(f"timeout {raw_timeout!r} is not a number of seconds", fix,
+                       Exit.USAGE) from None
     if not 0.1 <= timeout <= 600:
-        raise CliError("the reply timeout must be 0.1 to 600 seconds",
-                       "set METALLO_CLI_TIMEOUT to e.g. 15", Exit.USAGE)
+        raise CliError("the reply timeout must be 0.1 to 600 seconds", fix, Exit.USAGE)
     return Connection(
         amqp_url=os.environ.get("METALLO_AMQP_URL") or config.get("amqp_url") or DEFAULT_AMQP_URL,
         topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX",
