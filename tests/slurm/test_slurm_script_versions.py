@@ -4,6 +4,7 @@ Recovery: every stage is rendered from the Attempt's recorded script version).""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
@@ -66,7 +67,7 @@ async def test_lfs_inputs_reach_compute_and_lfs_outputs_are_pushed(executor):
     stored = bare / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
     assert stored.read_bytes() == MODEL + b"tuned\n"
     requests = executor.journal.stages(drv.attempt_id)
-    assert all(r.request["script_version"] == SCRIPT_VERSION == 2 for r in requests.values())
+    assert all(r.request["script_version"] == SCRIPT_VERSION == 3 for r in requests.values())
 
 
 async def test_an_attempt_prepared_with_version_1_runs_version_1_throughout(executor):
@@ -108,3 +109,40 @@ async def test_an_attempt_that_changes_nothing_pushes_nothing(executor):
     assert git("-C", str(bare), "rev-parse", "refs/heads/main") == commit
     log = (WORKSPACES / f"{drv.attempt_id}.stage-out.log").read_text()
     assert "no changes to commit; nothing pushed" in log
+
+
+async def test_two_attempts_of_one_branch_at_once_both_push_their_outputs(executor):
+    """A new user's report: of ten Runs of one action on one branch at once, nine failed
+    with repository-push-failed (non-fast-forward) and lost their outputs. Version 3's
+    stage-out rebases onto what the other pushed first and pushes again."""
+    url, commit, bare = make_repository({"README.md": "lab\n"})
+    drivers = [Driver(), Driver()]
+    for i, drv in enumerate(drivers):
+        command = {"shell": f"echo {i} > out-{i}.txt"}
+        prepared = await executor.prepare(drv.command("prepare", payload(url, commit, command)))
+        assert prepared.outcome == "succeeded", prepared
+    for drv in drivers:
+        started = await executor.start(drv.command("start"))
+        assert started.outcome == "succeeded", started
+    finals = await asyncio.gather(
+        *(observe_until(executor, drv, TERMINAL, timeout=240) for drv in drivers)
+    )
+    observations = [final.observation for final in finals]
+    assert [obs["phase"] for obs in observations] == ["succeeded", "succeeded"], observations
+    outputs = [obs["output_commit"] for obs in observations]
+    head = git("-C", str(bare), "rev-parse", "refs/heads/main")
+    # Both outputs are on the branch: the later push is the head, the earlier its parent.
+    assert head in outputs
+    (earlier,) = set(outputs) - {head}
+    assert git("-C", str(bare), "rev-parse", f"{head}^") == earlier
+    assert git("-C", str(bare), "rev-parse", f"{earlier}^") == commit
+    assert git("-C", str(bare), "ls-tree", "--name-only", head).split() == [
+        "README.md",
+        "out-0.txt",
+        "out-1.txt",
+    ]
+    logs = [(WORKSPACES / f"{d.attempt_id}.stage-out.log").read_text() for d in drivers]
+    assert sum("rebasing onto it" in log for log in logs) == 1, logs
+    for drv in drivers:
+        for row in executor.journal.stages(drv.attempt_id).values():
+            assert row.request["script_version"] == 3

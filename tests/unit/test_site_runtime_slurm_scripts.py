@@ -5,6 +5,11 @@ Version 2 (seed 000, Staged Slurm batch execution, with the local executor's pus
 retry): stage-out tries a failed push again unless git refused it for good, and a
 scancel ends its wait at once; stage-in pulls LFS objects only when a file needs them.
 Version 1 stays byte for byte what it was, for Attempts prepared with it.
+
+Version 3 (a new user's report: of ten Runs of one branch at once, nine lost their
+outputs to a non-fast-forward refusal): when the branch moved on, stage-out fetches it,
+rebases this Run's commits onto it and pushes again, at most 5 times; a conflict pushes
+nothing. Version 2 stays as it was (refused at once).
 """
 
 from __future__ import annotations
@@ -129,18 +134,30 @@ VERSION_2 = {
 }
 
 
-def test_versions_are_frozen_and_new_attempts_get_version_2():
+#: sha256 of version 3's texts as they landed; frozen from then on.
+VERSION_3 = {
+    "stage-in": "0cb67d46a4880e038fdf0182d885825bf3105bb238f81956445efb5a6526afec",
+    "compute": "46386184b1a9da2d69a2981da3abb966a24af9167af6fae427cef7ce449353a8",
+    "stage-out": "4ff83384e7367902195a1351bbf24ef5b001b350910cdd5e153cfb7ca0aa9ba2",
+}
+
+
+def test_versions_are_frozen_and_new_attempts_get_version_3():
     # An Attempt re-renders the text of its recorded version byte for byte (seed 000,
     # Recovery): a change to a script is a new version, never an edit of one.
-    for version, pinned in ((1, VERSION_1), (2, VERSION_2)):
+    for version, pinned in ((1, VERSION_1), (2, VERSION_2), (3, VERSION_3)):
         assert {
             stage: hashlib.sha256(text.encode()).hexdigest()
             for stage, text in SCRIPTS_BY_VERSION[version].items()
         } == pinned, f"version {version} changed"
-    assert SCRIPT_VERSION == 2
-    assert "script version 2." in scripts_for(2)["compute"].splitlines()[1]
-    with pytest.raises(UnknownScriptVersion, match="version 3"):
-        scripts_for(3)
+    assert SCRIPT_VERSION == 3
+    for version in (2, 3):
+        assert f"script version {version}." in scripts_for(version)["compute"].splitlines()[1]
+    # Version 3 changed stage-out only: the rest is version 2's below the first line.
+    for stage in ("stage-in", "compute"):
+        assert scripts_for(3)[stage].splitlines()[2:] == scripts_for(2)[stage].splitlines()[2:]
+    with pytest.raises(UnknownScriptVersion, match="version 4"):
+        scripts_for(4)
 
 
 def test_stage_in_pulls_lfs_objects_only_when_a_file_needs_them(tmp_path):
@@ -180,7 +197,8 @@ def checked_out_with_change(tmp_path: Path) -> tuple[Path, Path]:
     return remote, tmp_path / "ws"
 
 
-def test_stage_out_tries_a_failed_push_again(tmp_path):
+@pytest.mark.parametrize("version", [2, 3])
+def test_stage_out_tries_a_failed_push_again(tmp_path, version):
     remote, _ = checked_out_with_change(tmp_path)
     away = remote.with_name("away.git")
     remote.rename(away)  # the Git server is gone for a moment…
@@ -188,7 +206,7 @@ def test_stage_out_tries_a_failed_push_again(tmp_path):
     back.start()
     env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="1 1 1 1")
     try:
-        done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+        done = run_script(scripts_for(version)["stage-out"], env, tmp_path)
     finally:
         back.join()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -202,11 +220,12 @@ def test_stage_out_tries_a_failed_push_again(tmp_path):
     assert "prt_secret" not in done.stdout + done.stderr
 
 
-def test_stage_out_gives_up_after_the_last_try(tmp_path):
+@pytest.mark.parametrize("version", [2, 3])
+def test_stage_out_gives_up_after_the_last_try(tmp_path, version):
     remote, _ = checked_out_with_change(tmp_path)
     remote.rename(remote.with_name("away.git"))
     env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="1 1")
-    done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    done = run_script(scripts_for(version)["stage-out"], env, tmp_path)
     assert done.returncode == 87
     assert done.stdout.count("trying again") == 2 and "push failed\n" in done.stdout
 
@@ -219,14 +238,32 @@ def test_stage_out_stops_at_once_when_the_push_is_refused_for_good(tmp_path):
     done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
     assert done.returncode == 87 and "push refused" in done.stdout
     assert "trying again" not in done.stdout and time.monotonic() - started < 25
+    assert "rebasing" not in done.stdout  # version 2 stays as it was
 
 
-def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
+def test_version_3_stops_at_once_when_the_server_refuses_the_push(tmp_path):
+    """A refusal that is not the branch moving on ([remote rejected]: here a hook)."""
+    remote, _ = checked_out_with_change(tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'protected branch' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="30")
+    started = time.monotonic()
+    done = run_script(scripts_for(3)["stage-out"], env, tmp_path)
+    assert done.returncode == 87 and "[remote rejected]" in done.stdout
+    assert "push refused" in done.stdout and time.monotonic() - started < 25
+    assert "trying again" not in done.stdout and "rebasing" not in done.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == before
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path, version):
     remote, _ = checked_out_with_change(tmp_path)
     remote.rename(remote.with_name("away.git"))
     env = stage_env(tmp_path, "stage-out", remote, METALLO_PUSH_RETRY_SECONDS="61")
     job = subprocess.Popen(
-        ["bash", "-c", scripts_for(2)["stage-out"]],
+        ["bash", "-c", scripts_for(version)["stage-out"]],
         env=env,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -247,14 +284,15 @@ def test_scancel_during_the_wait_ends_stage_out_at_once(tmp_path):
     assert subprocess.run(["pgrep", "-x", "-f", "sleep 61"]).returncode == 1
 
 
-def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):
+@pytest.mark.parametrize("version", [2, 3])
+def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path, version):
     remote, commit = repository(tmp_path)
     recording_git_lfs(tmp_path)
     assert stage_in(tmp_path, remote, commit).returncode == 0
     # Another Run moved main meanwhile: pushing the input commit again would be refused.
     moved = move_main(tmp_path, remote)
     env = stage_env(tmp_path, "stage-out", remote)
-    done = run_script(scripts_for(2)["stage-out"], env, tmp_path)
+    done = run_script(scripts_for(version)["stage-out"], env, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nothing pushed" in done.stdout and "metallo-output-commit=" not in done.stdout
     assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == moved
@@ -262,7 +300,8 @@ def test_stage_out_with_nothing_changed_pushes_nothing(tmp_path):
     assert run_script(scripts_for(1)["stage-out"], env, tmp_path).returncode == 87
 
 
-def test_stage_out_pushes_a_commit_compute_made_itself(tmp_path):
+@pytest.mark.parametrize("version", [2, 3])
+def test_stage_out_pushes_a_commit_compute_made_itself(tmp_path, version):
     """A reviewer's case: compute committed its outputs, leaving a clean tree."""
     remote, commit = repository(tmp_path)
     recording_git_lfs(tmp_path)
@@ -271,7 +310,8 @@ def test_stage_out_pushes_a_commit_compute_made_itself(tmp_path):
     (repo / "metrics.json").write_text("{}\n")
     sh("git", "add", "-A", cwd=repo)
     sh("git", "commit", "-qm", "metrics", cwd=repo)
-    done = run_script(scripts_for(2)["stage-out"], stage_env(tmp_path, "stage-out", remote), tmp_path)
+    env = stage_env(tmp_path, "stage-out", remote)
+    done = run_script(scripts_for(version)["stage-out"], env, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     head = sh("git", "rev-parse", "HEAD", cwd=repo)
     assert f"metallo-output-commit={head}" in done.stdout
@@ -298,3 +338,189 @@ def test_the_exit_summary_starts_on_a_line_of_its_own(tmp_path):
             assert "no-newline-at-end" in lines and lines[-1].endswith("exit status 0")
         else:  # version 1 stays as it was
             assert lines[-1].startswith("no-newline-at-end") and lines[-1].endswith("status 0")
+
+
+# Version 3: several Runs of one branch at once (a new user's report: of ten, nine lost
+# their outputs to a non-fast-forward refusal).
+
+
+def checkout(tmp_path: Path, remote: Path, name: str) -> Path:
+    """A Run's stage-in of the input commit into workspace ``name``; its checkout."""
+    env = stage_env(
+        tmp_path,
+        "stage-in",
+        remote,
+        METALLO_BRANCH="main",
+        METALLO_WORKSPACE=str(tmp_path / name),
+        HOME=str(tmp_path / name),
+    )
+    done = run_script(scripts_for(SCRIPT_VERSION)["stage-in"], env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp_path / name / "repo"
+
+
+def stage_out(tmp_path: Path, remote: Path, name: str, version: int = 3, **extra: str):
+    env = stage_env(
+        tmp_path,
+        "stage-out",
+        remote,
+        METALLO_WORKSPACE=str(tmp_path / name),
+        HOME=str(tmp_path / name),
+        **extra,
+    )
+    return run_script(scripts_for(version)["stage-out"], env, tmp_path)
+
+
+def reported(done) -> str:
+    """The output commit a stage-out printed (exactly one)."""
+    (commit,) = [
+        line.split("=", 1)[1]
+        for line in done.stdout.splitlines()
+        if line.startswith("metallo-output-commit=")
+    ]
+    return commit
+
+
+def two_runs(tmp_path: Path, *, lfs: bool = False) -> tuple[Path, Path, Path]:
+    """Two Runs of one action on main, both checked out at the same input commit."""
+    remote, _ = repository(tmp_path, lfs=lfs)
+    recording_git_lfs(tmp_path)
+    return remote, checkout(tmp_path, remote, "run-1"), checkout(tmp_path, remote, "run-2")
+
+
+def test_version_3_rebases_onto_what_another_run_pushed_first(tmp_path):
+    remote, first, second = two_runs(tmp_path)
+    (first / "first.txt").write_text("1\n")
+    (second / "second.txt").write_text("2\n")
+    one = stage_out(tmp_path, remote, "run-1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = stage_out(tmp_path, remote, "run-2", METALLO_PUSH_RETRY_SECONDS="30")
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert "the branch moved on (another Run pushed first): rebasing onto it" in two.stdout
+    assert "trying again" not in two.stdout
+    head = sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    assert reported(two) == head
+    assert sh("git", "rev-parse", f"{head}^", cwd=remote) == reported(one)
+    assert sh("git", "ls-tree", "--name-only", head, cwd=remote).split() == [
+        "README",
+        "first.txt",
+        "second.txt",
+    ]
+    # The rebased commit keeps the fixed identity (the job has none of its own).
+    assert sh("git", "log", "-1", "--format=%an <%ae> %cn <%ce>", head, cwd=remote) == (
+        "Metallo <metallo@localhost> Metallo <metallo@localhost>"
+    )
+    assert "prt_secret" not in two.stdout + two.stderr
+
+
+def test_version_3_pushes_nothing_when_the_outputs_conflict(tmp_path):
+    remote, first, second = two_runs(tmp_path)
+    (first / "metrics.txt").write_text("0.9\n")
+    (second / "metrics.txt").write_text("0.8\n")
+    one = stage_out(tmp_path, remote, "run-1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = stage_out(tmp_path, remote, "run-2")
+    assert two.returncode == 87, two.stdout + two.stderr
+    assert (
+        "the outputs conflict with what another Run pushed to main first; nothing pushed"
+        in two.stdout
+    )
+    assert "metallo-output-commit=" not in two.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == reported(one)
+    # The rebase was aborted: the checkout is back on this Run's own commit.
+    assert not (second / ".git" / "rebase-merge").exists()
+    assert (second / "metrics.txt").read_text() == "0.8\n"
+
+
+def test_version_2_still_refuses_a_branch_that_moved_on(tmp_path):
+    remote, first, second = two_runs(tmp_path)
+    (first / "first.txt").write_text("1\n")
+    (second / "second.txt").write_text("2\n")
+    one = stage_out(tmp_path, remote, "run-1", version=2)
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = stage_out(tmp_path, remote, "run-2", version=2)
+    assert two.returncode == 87 and "push refused" in two.stdout
+    assert "rebasing" not in two.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == reported(one)
+
+
+def test_version_3_pushes_rebased_lfs_outputs_through_the_pre_push_hook(tmp_path):
+    remote, first, second = two_runs(tmp_path, lfs=True)
+    (first / "one.bin").write_bytes(b"one" * 500)
+    (second / "two.bin").write_bytes(b"two" * 500)
+    one = stage_out(tmp_path, remote, "run-1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = stage_out(tmp_path, remote, "run-2")
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert "rebasing onto it" in two.stdout
+    head = reported(two)
+    assert sh("git", "rev-parse", f"{head}^", cwd=remote) == reported(one)
+    for name, data in (("one.bin", b"one" * 500), ("two.bin", b"two" * 500)):
+        pointer = sh("git", "show", f"{head}:{name}", cwd=remote)
+        assert pointer.startswith("version https://git-lfs.github.com/spec/v1"), pointer
+        oid = hashlib.sha256(data).hexdigest()
+        assert f"oid sha256:{oid}" in pointer
+        # Each Run's object reached the remote's LFS store (the second's through the
+        # pre-push hook, after the rebase).
+        assert (remote / "lfs" / "objects" / oid[:2] / oid[2:4] / oid).read_bytes() == data
+
+
+def another_runs_commit(tmp_path: Path, remote: Path) -> str:
+    """A commit another Run made on main, in ``remote`` but not yet on its main."""
+    other = tmp_path / "other"
+    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
+    (other / "theirs.txt").write_text("x\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "theirs", cwd=other)
+    sh("git", "push", "-q", "origin", "HEAD:refs/heads/theirs", cwd=other)
+    return sh("git", "rev-parse", "HEAD", cwd=other)
+
+
+def pre_receive(remote: Path, body: str) -> None:
+    """A hook that moves main while a push is under way (outside the push's object
+    quarantine), as another Run's push landing between the server's advertisement and
+    its ref update does."""
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nunset GIT_QUARANTINE_PATH GIT_OBJECT_DIRECTORY "
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES\n" + body
+    )
+    hook.chmod(0o755)
+
+
+def test_version_3_rebases_when_the_branch_moves_during_the_push(tmp_path):
+    """The race of many Runs at once: the server's ref lock finds another value
+    ("[remote rejected] … (failed to update ref)", "… but expected …")."""
+    remote, _ = checked_out_with_change(tmp_path)
+    theirs = another_runs_commit(tmp_path, remote)
+    pre_receive(remote, f'git update-ref refs/heads/main {theirs}\nrm -f -- "$0"\n')
+    done = stage_out(tmp_path, remote, "ws", METALLO_PUSH_RETRY_SECONDS="30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[remote rejected]" in done.stdout and "but expected" in done.stdout
+    assert "rebasing onto it" in done.stdout and "trying again" not in done.stdout
+    head = sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    assert reported(done) == head and sh("git", "rev-parse", f"{head}^", cwd=remote) == theirs
+    assert sh("git", "ls-tree", "--name-only", head, cwd=remote).split() == [
+        "README",
+        "metrics.txt",
+        "theirs.txt",
+    ]
+
+
+def test_version_3_gives_up_after_5_rebases(tmp_path):
+    remote, _ = checked_out_with_change(tmp_path)
+    # Another Run lands before every push of this one.
+    pre_receive(
+        remote,
+        "export GIT_AUTHOR_NAME=o GIT_AUTHOR_EMAIL=o@o GIT_COMMITTER_NAME=o "
+        "GIT_COMMITTER_EMAIL=o@o\n"
+        "head=$(git rev-parse refs/heads/main)\n"
+        'new=$(echo another | git commit-tree "$head^{tree}" -p "$head")\n'
+        'git update-ref refs/heads/main "$new"\n',
+    )
+    done = stage_out(tmp_path, remote, "ws", METALLO_PUSH_RETRY_SECONDS="30")
+    assert done.returncode == 87, done.stdout + done.stderr
+    assert done.stdout.count("rebasing onto it") == 5 and "(round 5 of 5)" in done.stdout
+    assert "the branch moved on again after 5 rebases; nothing pushed" in done.stdout
+    assert "metallo-output-commit=" not in done.stdout
+    assert sh("git", "log", "-1", "--format=%s", "refs/heads/main", cwd=remote) == "another"

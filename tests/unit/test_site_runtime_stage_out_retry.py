@@ -137,3 +137,24 @@ def test_outputs_that_conflict_with_the_other_runs_fail_and_push_nothing(tmp_pat
         tmp_path / "stage.log").read_text()
     status = sh("git", "status", "--porcelain", cwd=Path(r.spec["repo_dir"]))
     assert "UU" not in status  # the rebase was aborted, not left half done
+
+
+def test_losing_the_race_for_the_refs_lock_is_a_moved_branch_too(tmp_path):
+    # Seen on the Slurm lab with two Runs at once: the other push updated the ref
+    # between the server's advertisement and this one's update. A pre-receive hook
+    # plays that once (git's own words), after moving the branch itself.
+    r, remote = checked_out(tmp_path)
+    theirs = push_from_elsewhere(tmp_path, remote, "theirs.txt", "first\n")
+    hook = remote / "hooks" / "pre-receive"
+    marker = tmp_path / "raced"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {marker} ]; then touch {marker}; "
+        "echo \"error: cannot lock ref 'refs/heads/main': is at aaaa but expected bbbb\" >&2; "
+        "exit 1; fi\n")
+    hook.chmod(0o755)
+    (Path(r.spec["repo_dir"]) / "ours.txt").write_text("second\n")
+    out = r.stage_out()
+    assert out["exit_code"] == 0, (tmp_path / "stage.log").read_text()
+    head = sh("git", "rev-parse", "main", cwd=remote)
+    assert out["output_commit"] == head and sh("git", "rev-parse", f"{head}^", cwd=remote) == theirs

@@ -29,7 +29,14 @@ script is therefore a new version beside the old ones, never an edit of an old o
   nothing when nothing changed and pushes a commit compute made itself, as the local
   executor does; stage-in runs ``git lfs pull`` only when a checked-out file is under
   the LFS filter (``git lfs pull`` starts a dozen git processes even with nothing to
-  fetch); the exit summary starts on a line of its own.
+  fetch); the exit summary starts on a line of its own;
+* version 3 — stage-out: when git refuses the push because the branch moved on (another
+  Run of the branch pushed first: ``[rejected]`` with ``fetch first`` or
+  ``non-fast-forward``, or the server's ref lock saw another value, ``[remote
+  rejected]`` … ``but expected``), fetches the output branch, rebases this Run's commits
+  onto it and pushes again, at most 5 times; a rebase conflict pushes nothing (exit 87).
+  Without it, of ten Runs of one branch at once nine lost their outputs (a new user's
+  report). Stage-in, compute and the prelude are version 2's.
 """
 
 from __future__ import annotations
@@ -211,6 +218,82 @@ exit 0
 """
 
 
+# Version 3's stage-out is version 2's with the push loop replaced (derived, so the rest
+# stays one text; both are pinned by hash in the tests).
+_PUSH_LOOP_V2 = _STAGE_OUT_V2[_STAGE_OUT_V2.index("# A Git server that is briefly away") :]
+_PUSH_LOOP_V2 = _PUSH_LOOP_V2[: _PUSH_LOOP_V2.index("printf 'metallo-output-commit=")]
+_PUSH_LOOP_V3 = r"""# A Git server that is briefly away must not throw away a finished compute's results:
+# try again after each delay, unless git says the push was refused for good. The
+# sleep runs in the background so that SIGTERM (scancel) ends the wait at once; the
+# trap stops it too, and it holds none of the job's output files open.
+# When git refuses the push because the branch moved on (another Run of the branch
+# pushed first; or, on the server, between its advertisement and its ref update),
+# fetch the branch, rebase this Run's commits onto it and push again, at most 5 times.
+# The rebase does not smudge LFS files (the other Run's objects are not needed here);
+# this Run's LFS objects are the same after it, and the pre-push hook sends them.
+pushed=""
+rebased=0
+tracking="refs/remotes/origin/$METALLO_OUTPUT_BRANCH"
+delays=(${METALLO_PUSH_RETRY_SECONDS:-2 5 10 20 40} 0)
+tried=0
+# `jobs -p`: the sleep still running, if any (from the moment it is forked, which a
+# variable set after the fork would miss; never a finished one's reused pid).
+trap 'kill $(jobs -p) 2>/dev/null
+say "stopped by SIGTERM (cancelled, or the time limit)"; exit 143' TERM
+while :; do
+  said="$(git push --quiet origin "HEAD:refs/heads/$METALLO_OUTPUT_BRANCH" 2>&1)"
+  status=$?
+  if [ -n "$said" ]; then printf '%s\n' "$said"; fi
+  if [ "$status" = 0 ]; then pushed=1; break; fi
+  case "$said" in
+    *"[rejected]"*"fetch first"* | *"[rejected]"*non-fast-forward* | \
+      *"but expected"*"[remote rejected]"* | *"[remote rejected]"*"but expected"*)
+      if [ "$rebased" -ge 5 ]; then
+        say "the branch moved on again after 5 rebases; nothing pushed"; exit 87
+      fi
+      say "the branch moved on (another Run pushed first): rebasing onto it" \
+        "(round $((rebased + 1)) of 5)"
+      said="$(git fetch --quiet --no-tags origin \
+        "+refs/heads/$METALLO_OUTPUT_BRANCH:$tracking" 2>&1)"
+      status=$?
+      if [ -n "$said" ]; then printf '%s\n' "$said"; fi
+      if [ "$status" = 0 ]; then
+        rebased=$((rebased + 1))
+        said="$(GIT_AUTHOR_NAME=Metallo GIT_AUTHOR_EMAIL=metallo@localhost \
+          GIT_COMMITTER_NAME=Metallo GIT_COMMITTER_EMAIL=metallo@localhost \
+          GIT_LFS_SKIP_SMUDGE=1 git rebase --quiet --no-verify "$tracking" 2>&1)"
+        status=$?
+        if [ -n "$said" ]; then printf '%s\n' "$said" | grep -v '^hint:'; fi
+        if [ "$status" = 0 ]; then continue; fi
+        conflicted="$(git ls-files --unmerged | head -c 1)"
+        git rebase --abort >/dev/null 2>&1
+        if [ -n "$conflicted" ]; then
+          say "the outputs conflict with what another Run pushed to" \
+            "$METALLO_OUTPUT_BRANCH first; nothing pushed"
+        else
+          say "rebasing onto $METALLO_OUTPUT_BRANCH failed (exit status $status); nothing pushed"
+        fi
+        exit 87
+      fi
+      say "fetching $METALLO_OUTPUT_BRANCH failed (exit status $status)" ;;
+  esac
+  case "$said" in
+    *"[rejected]"* | *"[remote rejected]"* | *non-fast-forward* | *"returned error: 403"* | \
+      *"Authentication failed"* | *"Permission denied"*)
+      say "push refused"; exit 87 ;;
+  esac
+  delay="${delays[tried]:-}"
+  tried=$((tried + 1))
+  case "$delay" in '' | 0 | *[!0-9]*) break ;; esac
+  say "push failed (exit status $status); trying again in $delay s"
+  sleep "$delay" </dev/null >/dev/null 2>&1 &
+  wait "$!"
+done
+if [ -z "$pushed" ]; then say "push failed"; exit 87; fi
+"""
+assert _STAGE_OUT_V2.count(_PUSH_LOOP_V2) == 1
+_STAGE_OUT_V3 = _STAGE_OUT_V2.replace(_PUSH_LOOP_V2, _PUSH_LOOP_V3)
+
 #: Version 2's exit summary starts on a line of its own: a command whose output did not
 #: end with a newline left "…last words2026-11-30T… metallo compute: exit status 0".
 #: Only when the log is a regular file (reading a pipe would take its bytes).
@@ -232,9 +315,10 @@ def _scripts(version: int, stage_in: str, stage_out: str, prelude: str) -> dict[
 SCRIPTS_BY_VERSION: dict[int, dict[str, str]] = {
     1: _scripts(1, _STAGE_IN_V1, _STAGE_OUT_V1, _PRELUDE),
     2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2, _PRELUDE_V2),
+    3: _scripts(3, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2),
 }
 #: The version a new Attempt is prepared with.
-SCRIPT_VERSION = 2
+SCRIPT_VERSION = 3
 SCRIPTS = SCRIPTS_BY_VERSION[SCRIPT_VERSION]
 
 

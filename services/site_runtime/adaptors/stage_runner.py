@@ -66,9 +66,12 @@ REBASE_ROUNDS = 5
 
 
 def moved_on(said: str) -> bool:
-    """Whether git's push output says the branch moved on (a rejected non-fast-forward
-    update: another push came first), which a rebase can cure."""
-    return "[rejected]" in said and ("fetch first" in said or "non-fast-forward" in said)
+    """Whether git's push output says the branch moved on, which a rebase can cure: a
+    rejected non-fast-forward update (another push came first), or another push that
+    won the race for the ref's lock between the server's advertisement and its update
+    (``[remote rejected]`` … ``cannot lock ref …: is at X but expected Y``)."""
+    rejected = "[rejected]" in said and ("fetch first" in said or "non-fast-forward" in said)
+    return rejected or ("[remote rejected]" in said and "but expected" in said)
 
 
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
