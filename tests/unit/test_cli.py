@@ -325,6 +325,8 @@ def a_pipeline(state: str) -> pc.Pipeline:
     p.steps.add(index=1, action="train", state="succeeded", run_id=RUN_ID, output_commit="c" * 40)
     p.steps.add(index=2, action="evaluate", state="failed" if state == "failed" else
                 ("succeeded" if state == "succeeded" else "launched"), run_id=RUN_ID)
+    if state == "failed":
+        p.failed_step = 2
     return p
 
 
@@ -346,6 +348,8 @@ async def test_pipeline_run_wait_and_exit_codes(amqp_url, topology):
     assert start.repository_url == "https://git.example/demo.git" and start.branch == "main"
     assert list(start.actions) == []  # Run all in order
     assert failed.code == 1
+    # What to do next names the failed step's Run (a new user's report: none was said).
+    assert f"next: `metallo run show {RUN_ID}` says why step 2 (evaluate) failed" in failed.stderr
     assert json.loads(listed.stdout)["pipelines"][0]["pipeline_id"] == "p-1"
 
 

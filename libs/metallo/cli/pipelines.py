@@ -122,6 +122,7 @@ def print_pipeline(p) -> None:
         ("failed step", p.failed_step or ""), ("reason", p.reason_code), ("message", p.message),
         ("initiated by", p.initiating_member), ("created", timestamp(p.created_at)),
         ("ended", timestamp(p.ended_at)), ("stopped by", p.stopped_by),
+        ("stop reason", p.stop_reason),
     ]))
     if len(p.steps):
         from rich.table import Table
@@ -133,6 +134,11 @@ def print_pipeline(p) -> None:
             table.add_row(str(s.index), s.action, s.state, s.run_id, s.pinned_commit[:12],
                           s.output_commit[:12], s.reason_code)
         print_list_table(table)
+    failed = next((s for s in p.steps if s.index == p.failed_step), None)
+    if failed is not None and failed.run_id:
+        err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
+                  f"({failed.action}) failed; `metallo run logs {failed.run_id}` shows its log",
+                  markup=False)
 
 
 def repository_text(url: str, width: int = REPOSITORY_WIDTH) -> str:
