@@ -4,7 +4,7 @@ was deferred forever, and every later command of the Site waited behind it)."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 
 import pytest
 
@@ -67,6 +67,7 @@ async def test_a_refused_stage_in_grant_refuses_the_start_and_submits_nothing(ex
     start = drv.command("start")
     started = await executor.start(start)
     assert (started.outcome, started.code) == ("refused", "repository-not-served")
+    assert "edge refused the stage-in job's repository grant" in started.message
     again = await executor.start(start)  # the same command again: the saved answer
     assert (again.outcome, again.code) == ("refused", "repository-not-served")
     assert grants.refused == ["stage-in"]  # asked once
@@ -74,7 +75,7 @@ async def test_a_refused_stage_in_grant_refuses_the_start_and_submits_nothing(ex
     assert observed.observation["phase"] == "failed"
     assert observed.observation["failure"]["code"] == "repository-not-served"
     assert observed.observation["failure"]["stage"] == "stage-in"
-    time.sleep(1)
+    await asyncio.sleep(1)
     assert jobs_of(drv.attempt_id) == []  # Slurm never saw a job
 
 
@@ -93,10 +94,10 @@ async def test_a_refused_stage_out_grant_fails_the_attempt_after_compute(executo
     assert grants.released == [grants.issued[0].grant_id]  # stage-in's grant went back
 
 
-async def test_the_runtimes_own_credential_refused_is_still_a_deferral(executor_with):
-    # A 401 concerns the Runtime's command grant, not the Attempt: an operator fixes it
-    # and the start goes on.
-    grants = RefusingGrants({"stage-in"}, status=401, code="credential-revoked")
+async def test_a_refusal_without_the_edges_code_is_still_a_deferral(executor_with):
+    # A 4xx that is not the edge's own answer (no code: a proxy in front of it during a
+    # deploy, say) may pass: the start waits and goes on afterwards.
+    grants = RefusingGrants({"stage-in"}, status=404, code="edge-refused")
     executor = executor_with(grants)
     url, commit, _ = make_repository()
     drv = Driver()

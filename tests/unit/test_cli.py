@@ -522,3 +522,18 @@ def test_a_bad_timeout_in_the_config_file_names_the_files_key(monkeypatch, tmp_p
     result = run_cli("run", "show", RUN_ID)
     assert result.code == 2
     assert f"timeout_seconds in {config}" in result.stderr and "METALLO_CLI_TIMEOUT" not in result.stderr
+
+
+def test_a_dot_git_directory_is_a_repository_and_the_callers_git_dir_does_not_count(
+        tmp_path, monkeypatch, capsys):
+    from metallo.cli.repository import repository_url
+
+    work, bare = tmp_path / "work", tmp_path / "bare.git"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    (tmp_path / "plain").mkdir()
+    monkeypatch.setenv("GIT_DIR", str(bare))  # would make git answer for bare.git
+    assert repository_url(str(work / ".git")) == str((work / ".git").resolve())
+    assert capsys.readouterr().err == ""  # takes pushes: no warning
+    result = run_cli("action", "run", str(tmp_path / "plain"), "train")
+    assert result.code == 3 and "is not a Git repository" in result.stderr

@@ -138,7 +138,7 @@ VERSION_2 = {
 VERSION_3 = {
     "stage-in": "0cb67d46a4880e038fdf0182d885825bf3105bb238f81956445efb5a6526afec",
     "compute": "46386184b1a9da2d69a2981da3abb966a24af9167af6fae427cef7ce449353a8",
-    "stage-out": "4ff83384e7367902195a1351bbf24ef5b001b350910cdd5e153cfb7ca0aa9ba2",
+    "stage-out": "dd05f84432f2044a7d9887eec29b21478c866466c1d4357f2abeecf10cf3b158",
 }
 
 
@@ -507,7 +507,7 @@ def test_version_3_rebases_when_the_branch_moves_during_the_push(tmp_path):
     ]
 
 
-def test_version_3_gives_up_after_5_rebases(tmp_path):
+def test_version_3_gives_up_after_10_rebases(tmp_path):
     remote, _ = checked_out_with_change(tmp_path)
     # Another Run lands before every push of this one.
     pre_receive(
@@ -520,7 +520,37 @@ def test_version_3_gives_up_after_5_rebases(tmp_path):
     )
     done = stage_out(tmp_path, remote, "ws", METALLO_PUSH_RETRY_SECONDS="30")
     assert done.returncode == 87, done.stdout + done.stderr
-    assert done.stdout.count("rebasing onto it") == 5 and "(round 5 of 5)" in done.stdout
-    assert "the branch moved on again after 5 rebases; nothing pushed" in done.stdout
+    assert done.stdout.count("rebasing onto it") == 10 and "(round 10 of 10)" in done.stdout
+    assert "the branch moved on again after 10 rebases; nothing pushed" in done.stdout
     assert "metallo-output-commit=" not in done.stdout
     assert sh("git", "log", "-1", "--format=%s", "refs/heads/main", cwd=remote) == "another"
+
+
+def test_version_3_does_not_rebase_onto_a_rewritten_branch(tmp_path):
+    # A rebase onto a force-pushed branch would bring the removed history back with
+    # this Run's commits (found in review): nothing is pushed.
+    remote, _first, second = two_runs(tmp_path)
+    other = tmp_path / "rewritten"
+    sh("git", "init", "-q", "-b", "main", str(other), cwd=tmp_path)
+    (other / "new.txt").write_text("history rewritten\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "-c", "user.name=o", "-c", "user.email=o@o", "commit", "-qm", "unrelated", cwd=other)
+    sh("git", "push", "-q", "--force", f"file://{remote}", "HEAD:refs/heads/main", cwd=other)
+    forced = sh("git", "rev-parse", "HEAD", cwd=other)
+    (second / "second.txt").write_text("2\n")
+    done = stage_out(tmp_path, remote, "run-2", METALLO_PUSH_RETRY_SECONDS="30")
+    assert done.returncode == 87, done.stdout + done.stderr
+    assert "was rewritten" in done.stdout and "metallo-output-commit=" not in done.stdout
+    assert sh("git", "rev-parse", "refs/heads/main", cwd=remote) == forced
+
+
+def test_version_3_names_no_output_commit_for_outputs_the_branch_already_holds(tmp_path):
+    remote, first, second = two_runs(tmp_path)
+    (first / "metrics.txt").write_text("same\n")
+    (second / "metrics.txt").write_text("same\n")
+    assert stage_out(tmp_path, remote, "run-1").returncode == 0
+    time.sleep(1.1)  # another second: not the very same commit (same tree, parent, identity)
+    two = stage_out(tmp_path, remote, "run-2", METALLO_PUSH_RETRY_SECONDS="30")
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert "already holds these outputs; nothing pushed" in two.stdout
+    assert "metallo-output-commit=" not in two.stdout

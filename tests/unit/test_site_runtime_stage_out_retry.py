@@ -108,6 +108,11 @@ def push_from_elsewhere(tmp_path: Path, remote: Path, name: str, text: str) -> s
     return sh("git", "rev-parse", "HEAD", cwd=other)
 
 
+@pytest.fixture(autouse=True)
+def quick_rebase_pauses(monkeypatch):
+    monkeypatch.setattr(stage_runner, "REBASE_PAUSE_SECONDS", (0.0, 0.05))
+
+
 def test_a_branch_that_moved_on_gets_this_runs_outputs_on_top(tmp_path):
     # Several Runs of one branch at once: only the first kept its outputs, the others
     # failed non-fast-forward (a new user's report). Now a moved branch is fetched,
@@ -158,3 +163,51 @@ def test_losing_the_race_for_the_refs_lock_is_a_moved_branch_too(tmp_path):
     assert out["exit_code"] == 0, (tmp_path / "stage.log").read_text()
     head = sh("git", "rev-parse", "main", cwd=remote)
     assert out["output_commit"] == head and sh("git", "rev-parse", f"{head}^", cwd=remote) == theirs
+
+
+def test_a_rewritten_branch_is_not_rebased_onto(tmp_path):
+    # A rebase onto a force-pushed branch would bring the removed history back with
+    # this Run's commits (found in review): nothing is pushed, as before.
+    r, remote = checked_out(tmp_path)
+    other = tmp_path / "rewritten"
+    sh("git", "init", "-q", "-b", "main", str(other), cwd=tmp_path)
+    (other / "new.txt").write_text("history rewritten\n")
+    sh("git", "add", "-A", cwd=other)
+    sh("git", "commit", "-qm", "unrelated", cwd=other)
+    sh("git", "push", "-q", "--force", f"file://{remote}", "HEAD:refs/heads/main", cwd=other)
+    forced = sh("git", "rev-parse", "HEAD", cwd=other)
+    (Path(r.spec["repo_dir"]) / "ours.txt").write_text("second\n")
+    out = r.stage_out()
+    assert out["code"] == "stage-out-failed"
+    assert sh("git", "rev-parse", "main", cwd=remote) == forced
+    assert "was rewritten" in (tmp_path / "stage.log").read_text()
+
+
+def test_outputs_the_branch_already_holds_report_no_output_commit(tmp_path):
+    # The rebase drops a commit whose change is already on the branch: this Run then
+    # has nothing of its own there, and names no other Run's commit as its output.
+    r, remote = checked_out(tmp_path)
+    push_from_elsewhere(tmp_path, remote, "metrics.txt", "same\n")
+    (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("same\n")
+    out = r.stage_out()
+    assert out == {"exit_code": 0, "output_commit": None}, (tmp_path / "stage.log").read_text()
+
+
+def test_a_merge_compute_made_is_kept_by_the_rebase(tmp_path):
+    r, remote = checked_out(tmp_path)
+    repo = Path(r.spec["repo_dir"])
+    sh("git", "checkout", "-q", "-b", "side", cwd=repo)
+    (repo / "side.txt").write_text("side\n")
+    sh("git", "add", "-A", cwd=repo)
+    sh("git", "commit", "-qm", "side", cwd=repo)
+    sh("git", "checkout", "-q", "main", cwd=repo)
+    (repo / "main.txt").write_text("main\n")
+    sh("git", "add", "-A", cwd=repo)
+    sh("git", "commit", "-qm", "main work", cwd=repo)
+    sh("git", "merge", "-q", "--no-ff", "-m", "merge side", "side", cwd=repo)
+    theirs = push_from_elsewhere(tmp_path, remote, "theirs.txt", "first\n")
+    out = r.stage_out()
+    assert out["exit_code"] == 0, (tmp_path / "stage.log").read_text()
+    head = sh("git", "rev-parse", "main", cwd=remote)
+    assert sh("git", "rev-list", "--merges", "--count", f"{theirs}..{head}", cwd=remote) == "1"
+    assert sh("git", "merge-base", "--is-ancestor", theirs, head, cwd=remote) == ""

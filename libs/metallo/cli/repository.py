@@ -4,6 +4,7 @@ written (a Workload is per exact URL, docs/actions.md)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -40,30 +41,40 @@ def repository_url(repo: str) -> str:
 
 def warn_if_checked_out(path: Path) -> None:
     """Check a local repository. CliError (exit 3, ``repository-not-found``) when
-    ``path`` is not itself a Git repository — a plain directory, even inside another
-    repository's work tree, which git would otherwise take for that one. A warning
-    (stderr) when it has a work tree: git refuses a push to its checked-out branch, so
-    an action that changes files would fail at stage-out (``stage-out-failed``).
-    Reading works; a bare repository, or one published on the lab Git server, takes
-    pushes. Silent when git cannot be run."""
+    ``path`` is not itself a Git repository — git says it is none, or it is a plain
+    directory inside another repository's work tree, which git would otherwise take for
+    that one. A warning (stderr) when it has a work tree: git refuses a push to its
+    checked-out branch, so an action that changes files would fail at stage-out
+    (``stage-out-failed``). Reading works; a bare repository (or a ``.git``
+    directory), or one published on the lab Git server, takes pushes. Silent when git
+    cannot tell (not installed, a repository it will not read here, …)."""
+    # The caller's GIT_DIR, GIT_WORK_TREE, … would answer for another repository.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
         asked = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir",
-             "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False)
+             "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False,
+            env=env)
     except (OSError, subprocess.TimeoutExpired):
         return
+    if "not a git repository" in asked.stderr.lower():
+        raise _not_a_repository(path)
     answer = asked.stdout.split("\n")
     here = path.resolve()
-    bare = len(answer) >= 2 and answer[0] == "true" and Path(answer[1]).resolve() == here
-    checked_out = (asked.returncode == 0 and len(answer) >= 3 and answer[0] == "false"
-                   and Path(answer[2]).resolve() == here)
-    if not (bare or checked_out):
-        raise CliError(f"{path} is not a Git repository",
-                       "pass a repository's top directory (or a bare repository), or put the "
-                       "directory on the lab Git server with `metallo dev publish DIR`",
-                       Exit.NOT_FOUND, code="repository-not-found")
-    if checked_out:
-        err.print(f"warning: {path} has a work tree, so git refuses pushes to its checked-out "
-                  "branch: an action that changes files fails at stage-out. Use a bare clone "
-                  "(`git clone --bare`) or `metallo dev publish DIR` (the lab Git server).",
-                  markup=False, highlight=False)
+    if len(answer) >= 2 and answer[1] and Path(answer[1]).resolve() == here:
+        return  # a bare repository, or a .git directory: it takes pushes
+    if asked.returncode != 0 or len(answer) < 3 or not answer[2]:
+        return  # git cannot tell: the platform's own read will say
+    if Path(answer[2]).resolve() != here:
+        raise _not_a_repository(path)  # a directory inside another work tree
+    err.print(f"warning: {path} has a work tree, so git refuses pushes to its checked-out "
+              "branch: an action that changes files fails at stage-out. Use a bare clone "
+              "(`git clone --bare`) or `metallo dev publish DIR` (the lab Git server).",
+              markup=False, highlight=False)
+
+
+def _not_a_repository(path: Path) -> CliError:
+    return CliError(f"{path} is not a Git repository",
+                    "pass a repository's top directory (or a bare repository), or put the "
+                    "directory on the lab Git server with `metallo dev publish DIR`",
+                    Exit.NOT_FOUND, code="repository-not-found")

@@ -162,7 +162,7 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
                         command.command_id,
                         "refused",
                         refusal.get("code"),
-                        "Slurm refused the stage-in job",
+                        _refusal_text(refusal.get("code")),
                     ),
                 )
             if stage_in.state == "prepared":
@@ -195,7 +195,7 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
                         command.command_id,
                         "refused",
                         refused.code,
-                        "Slurm refused the stage-in job",
+                        _refusal_text(refused.code),
                     ),
                 )
             except DeadlinePassed:
@@ -349,3 +349,11 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         except EdgeRefused as error:
             return f"authority refused ({error.code})"
         return None
+
+
+def _refusal_text(code: str | None) -> str:
+    """Who refused the stage-in job: slurmctld (``slurm-error-<n>``) or the edge, which
+    refused its repository grant (:class:`~.slurm_grants.GrantRefused`)."""
+    if code and code.startswith("slurm-error-"):
+        return "Slurm refused the stage-in job"
+    return f"the Site edge refused the stage-in job's repository grant ({code})"

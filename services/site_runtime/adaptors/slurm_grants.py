@@ -17,10 +17,11 @@ from site_runtime.application.ports import Deferred
 
 
 class GrantRefused(SlurmRefused):
-    """The edge refused a staging job's repository grant for good (a 4xx other than
-    401, e.g. 409 ``repository-not-served`` for a repository the Site's Git server does
+    """The edge refused a staging job's repository grant for good, with a code of its
+    own (e.g. 409 ``repository-not-served`` for a repository the Site's Git server does
     not serve): nothing was submitted, and the stage is refused with the edge's code,
-    exactly like a job slurmctld refused. A deferral would hold the Site's whole ordered
+    exactly like a job slurmctld refused. A 4xx without the edge's code (``edge-refused``:
+    a proxy in front of it, say, during a deploy) stays a deferral. A deferral would hold the Site's whole ordered
     stream behind a start that can never succeed (a new user's report)."""
 
     def __init__(self, code: str) -> None:
@@ -45,7 +46,7 @@ class ChainGrants(ChainBase):
             raise Deferred(error.code, "no repository grant now") from None
         except EdgeRefused as error:
             self.journal.update_stage(att.attempt_id, stage, grant_state="none")
-            if error.status == 401:  # the Runtime's own credential: an operator fixes it
+            if error.code == "edge-refused":  # not the edge's own answer: may pass
                 raise Deferred(
                     "repository-unavailable", f"repository grant refused ({error.code})"
                 ) from None

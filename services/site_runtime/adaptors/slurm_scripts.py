@@ -33,8 +33,11 @@ script is therefore a new version beside the old ones, never an edit of an old o
 * version 3 — stage-out: when git refuses the push because the branch moved on (another
   Run of the branch pushed first: ``[rejected]`` with ``fetch first`` or
   ``non-fast-forward``, or the server's ref lock saw another value, ``[remote
-  rejected]`` … ``but expected``), fetches the output branch, rebases this Run's commits
-  onto it and pushes again, at most 5 times; a rebase conflict pushes nothing (exit 87).
+  rejected]`` … ``cannot lock ref`` … ``but expected``), waits a random 0.2-2 s, fetches
+  the output branch, puts this Run's own commits (after the input commit, merges kept)
+  on top of it and pushes again, at most 10 times; a rebase conflict, a rewritten
+  branch (no longer holding the input commit) or the rounds running out push nothing
+  (exit 87); a branch already holding exactly these changes reports no output commit.
   Without it, of ten Runs of one branch at once nine lost their outputs (a new user's
   report). Stage-in, compute and the prelude are version 2's.
 """
@@ -228,9 +231,13 @@ _PUSH_LOOP_V3 = r"""# A Git server that is briefly away must not throw away a fi
 # trap stops it too, and it holds none of the job's output files open.
 # When git refuses the push because the branch moved on (another Run of the branch
 # pushed first; or, on the server, between its advertisement and its ref update),
-# fetch the branch, rebase this Run's commits onto it and push again, at most 5 times.
-# The rebase does not smudge LFS files (the other Run's objects are not needed here);
-# this Run's LFS objects are the same after it, and the pre-push hook sends them.
+# fetch the branch, put this Run's own commits (those after the input commit,
+# METALLO_COMMIT; merges kept) on top of it and push again: at most 10 rounds, each
+# after a random pause of 0.2-2 s so that Runs racing for the branch fall out of step.
+# A branch that no longer holds the input commit was rewritten: rebasing onto it would
+# bring removed history back, so nothing is pushed. The rebase does not smudge LFS
+# files (the other Run's objects are not needed here); this Run's LFS objects are the
+# same after it, and the pre-push hook sends them.
 pushed=""
 rebased=0
 tracking="refs/remotes/origin/$METALLO_OUTPUT_BRANCH"
@@ -247,23 +254,39 @@ while :; do
   if [ "$status" = 0 ]; then pushed=1; break; fi
   case "$said" in
     *"[rejected]"*"fetch first"* | *"[rejected]"*non-fast-forward* | \
-      *"but expected"*"[remote rejected]"* | *"[remote rejected]"*"but expected"*)
-      if [ "$rebased" -ge 5 ]; then
-        say "the branch moved on again after 5 rebases; nothing pushed"; exit 87
+      *"cannot lock ref"*"but expected"*"[remote rejected]"* | \
+      *"[remote rejected]"*"cannot lock ref"*"but expected"*)
+      if [ "$rebased" -ge 10 ]; then
+        say "the branch moved on again after 10 rebases; nothing pushed"; exit 87
       fi
       say "the branch moved on (another Run pushed first): rebasing onto it" \
-        "(round $((rebased + 1)) of 5)"
+        "(round $((rebased + 1)) of 10)"
+      pause=$((RANDOM % 19 + 2))
+      sleep "$((pause / 10)).$((pause % 10))" </dev/null >/dev/null 2>&1 &
+      wait "$!"
       said="$(git fetch --quiet --no-tags origin \
         "+refs/heads/$METALLO_OUTPUT_BRANCH:$tracking" 2>&1)"
       status=$?
       if [ -n "$said" ]; then printf '%s\n' "$said"; fi
       if [ "$status" = 0 ]; then
         rebased=$((rebased + 1))
+        if ! git merge-base --is-ancestor "$METALLO_COMMIT" "$tracking"; then
+          say "the branch $METALLO_OUTPUT_BRANCH was rewritten (it no longer holds the" \
+            "input commit); nothing pushed"
+          exit 87
+        fi
         said="$(GIT_AUTHOR_NAME=Metallo GIT_AUTHOR_EMAIL=metallo@localhost \
           GIT_COMMITTER_NAME=Metallo GIT_COMMITTER_EMAIL=metallo@localhost \
-          GIT_LFS_SKIP_SMUDGE=1 git rebase --quiet --no-verify "$tracking" 2>&1)"
+          GIT_LFS_SKIP_SMUDGE=1 git rebase --quiet --no-verify --rebase-merges \
+          --onto "$tracking" "$METALLO_COMMIT" 2>&1)"
         status=$?
         if [ -n "$said" ]; then printf '%s\n' "$said" | grep -v '^hint:'; fi
+        if [ "$status" = 0 ] && [ "$(git rev-list --count "$tracking..HEAD")" = 0 ]; then
+          # Everything this Run changed is on the branch already (the same outputs):
+          # nothing of its own to push, and no other Run's commit named as its output.
+          say "the branch $METALLO_OUTPUT_BRANCH already holds these outputs; nothing pushed"
+          exit 0
+        fi
         if [ "$status" = 0 ]; then continue; fi
         conflicted="$(git ls-files --unmerged | head -c 1)"
         git rebase --abort >/dev/null 2>&1

@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -61,8 +62,10 @@ PERMANENT_PUSH_FAILURES = (
     "[rejected]", "[remote rejected]", "non-fast-forward", "The requested URL returned error: 403",
     "Authentication failed", "Permission denied",
 )
-#: Rounds of fetch, rebase and push again when the branch moved on meanwhile.
-REBASE_ROUNDS = 5
+#: Rounds of fetch, rebase and push again when the branch moved on meanwhile, and the
+#: random pause (seconds) before each: Runs racing for one branch fall out of step.
+REBASE_ROUNDS = 10
+REBASE_PAUSE_SECONDS = (0.2, 2.0)
 
 
 def moved_on(said: str) -> bool:
@@ -71,7 +74,8 @@ def moved_on(said: str) -> bool:
     won the race for the ref's lock between the server's advertisement and its update
     (``[remote rejected]`` … ``cannot lock ref …: is at X but expected Y``)."""
     rejected = "[rejected]" in said and ("fetch first" in said or "non-fast-forward" in said)
-    return rejected or ("[remote rejected]" in said and "but expected" in said)
+    return rejected or ("[remote rejected]" in said and "cannot lock ref" in said
+                        and "but expected" in said)
 
 
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
@@ -279,34 +283,55 @@ class Runner:
                 raise Stopped("wall-time-exceeded", None)
             time.sleep(min(POLL_SECONDS, left))
 
-    def push_onto_branch(self, branch: str) -> int:
+    def push_onto_branch(self, branch: str, base: str) -> tuple[int, bool]:
         """Push ``HEAD`` to ``branch``; when git refuses because the branch moved on
-        (another Run of the branch pushed first), fetch it, rebase this Run's commits
-        onto it and push again, at most :data:`REBASE_ROUNDS` times. A rebase conflict
-        is aborted and fails (nothing pushed). Returns the last exit code (0: pushed).
-        Raises :class:`Stopped` on cancellation or wall time. Without this, of several
-        Runs of one branch at once only the first kept its outputs (a new user's report)."""
+        (another Run of the branch pushed first), fetch it, put this Run's own commits —
+        those after ``base``, the input commit — on top of it (``git rebase
+        --rebase-merges --onto``, merges kept) and push again: at most
+        :data:`REBASE_ROUNDS` rounds, each after a random pause so that Runs racing for
+        the branch fall out of step. Nothing is pushed when the branch no longer holds
+        ``base`` (rewritten: a rebase would bring removed history back), when the
+        outputs conflict, or when the rounds run out. Returns (exit code, whether this
+        Run still has commits of its own on top: False when a rebase found them all
+        already on the branch, e.g. the same outputs). Raises :class:`Stopped` on
+        cancellation or wall time. Without this, of several Runs of one branch at once
+        only the first kept its outputs (a new user's report)."""
         push = ("push", "-q", "--no-verify", "origin", f"HEAD:refs/heads/{branch}")
+        tracking = f"refs/remotes/origin/{branch}"
         rc, said = self.git_retried_saying(*push)
-        for _ in range(REBASE_ROUNDS):
+        for round_ in range(1, REBASE_ROUNDS + 1):
             if rc == 0 or not moved_on(said):
                 break
-            self.note(f"the branch {branch} moved on (another Run pushed first): rebasing onto it")
-            tracking = f"refs/remotes/origin/{branch}"
-            rc, _ = self.git("fetch", "-q", "--no-tags", "origin", f"+refs/heads/{branch}:{tracking}")
+            self.note(f"the branch {branch} moved on (another Run pushed first): rebasing onto "
+                      f"it (round {round_} of {REBASE_ROUNDS})")
+            self.pause(random.uniform(*REBASE_PAUSE_SECONDS))
+            rc = self.git_retried("fetch", "-q", "--no-tags", "origin",
+                                  f"+refs/heads/{branch}:{tracking}")
             if rc != 0:
-                self.note("fetching the branch failed")
-                return rc
-            rc, _ = self.git("rebase", "-q", tracking)
+                self.note("fetching the branch failed; nothing pushed")
+                return rc, True
+            if self.git("merge-base", "--is-ancestor", base, tracking)[0] != 0:
+                self.note(f"the branch {branch} was rewritten (it no longer holds the input "
+                          "commit); nothing pushed")
+                return 1, True
+            rc, _ = self.git("-c", "filter.lfs.smudge=git-lfs smudge --skip -- %f",
+                             "-c", "filter.lfs.process=git-lfs filter-process --skip",
+                             "rebase", "-q", "--rebase-merges", "--onto", tracking, base)
             if rc != 0:
+                _, unmerged = self.git("ls-files", "--unmerged", capture=True)
                 self.git("rebase", "--abort")
                 self.note(f"the outputs conflict with what another Run pushed to {branch} first; "
-                          "nothing pushed")
-                return rc
+                          "nothing pushed" if unmerged.strip() else
+                          f"rebasing onto {branch} failed (exit {rc}); nothing pushed")
+                return rc, True
+            _, ahead = self.git("rev-list", "--count", f"{tracking}..HEAD", capture=True)
+            if ahead.strip() == "0":
+                self.note(f"the branch {branch} already holds these outputs; nothing pushed")
+                return 0, False
             rc, said = self.git_retried_saying(*push)
         if rc != 0:
             self.note("pushing the results failed")
-        return rc
+        return rc, True
 
     def git_retried(self, *args: str) -> int:
         """:meth:`git_retried_saying`'s exit code."""
@@ -479,9 +504,11 @@ class Runner:
             rc = self.git_retried("lfs", "push", "origin", info["branch"])
             if rc != 0:
                 return _exit(rc, "stage-out-failed")
-        rc = self.push_onto_branch(info["branch"])
+        rc, own = self.push_onto_branch(info["branch"], info["commit"])
         if rc != 0:
             return _exit(rc, "stage-out-failed")
+        if not own:
+            return {"exit_code": 0, "output_commit": None}
         rc, head = self.git("rev-parse", "HEAD", capture=True)
         self.note(f"pushed {head.strip()} to {info['branch']}")
         return {"exit_code": 0, "output_commit": head.strip() if rc == 0 else None}
