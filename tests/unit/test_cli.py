@@ -534,6 +534,11 @@ def test_a_dot_git_directory_is_a_repository_and_the_callers_git_dir_does_not_co
     (tmp_path / "plain").mkdir()
     monkeypatch.setenv("GIT_DIR", str(bare))  # would make git answer for bare.git
     assert repository_url(str(work / ".git")) == str((work / ".git").resolve())
-    assert capsys.readouterr().err == ""  # takes pushes: no warning
+    assert "git clone --bare" in capsys.readouterr().err  # its branch is checked out
+    assert repository_url(str(bare)) == str(bare.resolve())
+    assert capsys.readouterr().err == ""  # a bare repository takes pushes
     result = run_cli("action", "run", str(tmp_path / "plain"), "train")
     assert result.code == 3 and "is not a Git repository" in result.stderr
+    for missing in (f"file://{tmp_path / 'nope'}", f"file://{work / '.git' / 'HEAD'}"):
+        result = run_cli("action", "run", missing, "train")
+        assert result.code == 3 and "no such local repository" in result.stderr

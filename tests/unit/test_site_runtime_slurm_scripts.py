@@ -138,7 +138,7 @@ VERSION_2 = {
 VERSION_3 = {
     "stage-in": "0cb67d46a4880e038fdf0182d885825bf3105bb238f81956445efb5a6526afec",
     "compute": "46386184b1a9da2d69a2981da3abb966a24af9167af6fae427cef7ce449353a8",
-    "stage-out": "dd05f84432f2044a7d9887eec29b21478c866466c1d4357f2abeecf10cf3b158",
+    "stage-out": "16404aff0d173eb02633745f652dada40e92bb5741def2bc0f5d5f1f11658968",
 }
 
 
@@ -554,3 +554,21 @@ def test_version_3_names_no_output_commit_for_outputs_the_branch_already_holds(t
     assert two.returncode == 0, two.stdout + two.stderr
     assert "already holds these outputs; nothing pushed" in two.stdout
     assert "metallo-output-commit=" not in two.stdout
+
+
+def test_version_3_takes_a_ref_lock_still_held_for_a_moved_branch(tmp_path):
+    # Git waits only 100 ms for a ref's lock; with ten Runs at once a push can find it
+    # still held ("….lock': File exists"): no refusal for good (found in review).
+    remote, _first, second = two_runs(tmp_path)
+    lock = remote / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    release = threading.Timer(1.0, lock.unlink)
+    release.start()
+    (second / "second.txt").write_text("2\n")
+    try:
+        done = stage_out(tmp_path, remote, "run-2", METALLO_PUSH_RETRY_SECONDS="30")
+    finally:
+        release.join()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "File exists" in done.stdout and "rebasing onto it" in done.stdout
+    assert reported(done) == sh("git", "rev-parse", "refs/heads/main", cwd=remote)

@@ -211,3 +211,22 @@ def test_a_merge_compute_made_is_kept_by_the_rebase(tmp_path):
     head = sh("git", "rev-parse", "main", cwd=remote)
     assert sh("git", "rev-list", "--merges", "--count", f"{theirs}..{head}", cwd=remote) == "1"
     assert sh("git", "merge-base", "--is-ancestor", theirs, head, cwd=remote) == ""
+
+
+def test_a_ref_lock_another_push_still_holds_is_a_moved_branch_too(tmp_path):
+    # Git waits only 100 ms for a ref's lock: with ten Runs at once a push can find it
+    # still held ("….lock': File exists"). That is no refusal for good (found in review).
+    r, remote = checked_out(tmp_path)
+    lock = remote / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    release = threading.Timer(0.3, lock.unlink)
+    release.start()
+    (Path(r.spec["repo_dir"]) / "ours.txt").write_text("second\n")
+    try:
+        out = r.stage_out()
+    finally:
+        release.join()
+    log = (tmp_path / "stage.log").read_text()
+    assert out["exit_code"] == 0, log
+    assert "File exists" in log and "rebasing onto it" in log
+    assert out["output_commit"] == sh("git", "rev-parse", "main", cwd=remote)

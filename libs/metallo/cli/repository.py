@@ -25,13 +25,18 @@ def repository_url(repo: str) -> str:
     if scheme == "https":
         return repo
     if scheme == "file":
-        warn_if_checked_out(Path(unquote(parts.path)))
+        local = Path(unquote(parts.path))
+        if not local.is_dir():
+            raise CliError(f"{repo}: no such local repository",
+                           "pass an existing repository directory or an https:// URL",
+                           Exit.NOT_FOUND, code="repository-not-found")
+        warn_if_checked_out(local)
         return repo
     if scheme in ("http", "ssh", "git"):
         raise CliError(f"{scheme}:// repositories are not supported",
                        "use an https:// URL (or a local path in development)", Exit.USAGE)
     path = Path(repo).expanduser()
-    if not path.exists():
+    if not path.is_dir():
         raise CliError(f"{repo}: no such local repository",
                        "pass an existing path or an https:// URL", Exit.NOT_FOUND,
                        code="repository-not-found")
@@ -44,9 +49,9 @@ def warn_if_checked_out(path: Path) -> None:
     ``path`` is not itself a Git repository — git says it is none, or it is a plain
     directory inside another repository's work tree, which git would otherwise take for
     that one. A warning (stderr) when it has a work tree: git refuses a push to its
-    checked-out branch, so an action that changes files would fail at stage-out
-    (``stage-out-failed``). Reading works; a bare repository (or a ``.git``
-    directory), or one published on the lab Git server, takes pushes. Silent when git
+    checked-out branch (also through its ``.git`` directory), so an action that changes
+    files would fail at stage-out (``stage-out-failed``). Reading works; a bare
+    repository, or one published on the lab Git server, takes pushes. Silent when git
     cannot tell (not installed, a repository it will not read here, …)."""
     # The caller's GIT_DIR, GIT_WORK_TREE, … would answer for another repository.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -61,12 +66,20 @@ def warn_if_checked_out(path: Path) -> None:
         raise _not_a_repository(path)
     answer = asked.stdout.split("\n")
     here = path.resolve()
+    if answer[0] == "true" and len(answer) >= 2 and answer[1] and \
+            Path(answer[1]).resolve() == here:
+        return  # a bare repository: it takes pushes
     if len(answer) >= 2 and answer[1] and Path(answer[1]).resolve() == here:
-        return  # a bare repository, or a .git directory: it takes pushes
+        _warn_checked_out(path)  # the .git directory of a work tree: same refusal
+        return
     if asked.returncode != 0 or len(answer) < 3 or not answer[2]:
         return  # git cannot tell: the platform's own read will say
     if Path(answer[2]).resolve() != here:
         raise _not_a_repository(path)  # a directory inside another work tree
+    _warn_checked_out(path)
+
+
+def _warn_checked_out(path: Path) -> None:
     err.print(f"warning: {path} has a work tree, so git refuses pushes to its checked-out "
               "branch: an action that changes files fails at stage-out. Use a bare clone "
               "(`git clone --bare`) or `metallo dev publish DIR` (the lab Git server).",

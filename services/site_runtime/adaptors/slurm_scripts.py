@@ -33,7 +33,7 @@ script is therefore a new version beside the old ones, never an edit of an old o
 * version 3 — stage-out: when git refuses the push because the branch moved on (another
   Run of the branch pushed first: ``[rejected]`` with ``fetch first`` or
   ``non-fast-forward``, or the server's ref lock saw another value, ``[remote
-  rejected]`` … ``cannot lock ref`` … ``but expected``), waits a random 0.2-2 s, fetches
+  rejected]`` … ``cannot lock ref``), waits a random 0.2-2 s, fetches
   the output branch, puts this Run's own commits (after the input commit, merges kept)
   on top of it and pushes again, at most 10 times; a rebase conflict, a rewritten
   branch (no longer holding the input commit) or the rounds running out push nothing
@@ -254,8 +254,7 @@ while :; do
   if [ "$status" = 0 ]; then pushed=1; break; fi
   case "$said" in
     *"[rejected]"*"fetch first"* | *"[rejected]"*non-fast-forward* | \
-      *"cannot lock ref"*"but expected"*"[remote rejected]"* | \
-      *"[remote rejected]"*"cannot lock ref"*"but expected"*)
+      *"cannot lock ref"*"[remote rejected]"* | *"[remote rejected]"*"cannot lock ref"*)
       if [ "$rebased" -ge 10 ]; then
         say "the branch moved on again after 10 rebases; nothing pushed"; exit 87
       fi
@@ -270,9 +269,15 @@ while :; do
       if [ -n "$said" ]; then printf '%s\n' "$said"; fi
       if [ "$status" = 0 ]; then
         rebased=$((rebased + 1))
-        if ! git merge-base --is-ancestor "$METALLO_COMMIT" "$tracking"; then
+        git merge-base --is-ancestor "$METALLO_COMMIT" "$tracking"
+        holds=$?
+        if [ "$holds" = 1 ]; then
           say "the branch $METALLO_OUTPUT_BRANCH was rewritten (it no longer holds the" \
             "input commit); nothing pushed"
+          exit 87
+        elif [ "$holds" != 0 ]; then
+          say "checking the branch $METALLO_OUTPUT_BRANCH failed (exit status $holds);" \
+            "nothing pushed"
           exit 87
         fi
         said="$(GIT_AUTHOR_NAME=Metallo GIT_AUTHOR_EMAIL=metallo@localhost \

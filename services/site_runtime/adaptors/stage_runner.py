@@ -70,12 +70,12 @@ REBASE_PAUSE_SECONDS = (0.2, 2.0)
 
 def moved_on(said: str) -> bool:
     """Whether git's push output says the branch moved on, which a rebase can cure: a
-    rejected non-fast-forward update (another push came first), or another push that
-    won the race for the ref's lock between the server's advertisement and its update
-    (``[remote rejected]`` … ``cannot lock ref …: is at X but expected Y``)."""
+    rejected non-fast-forward update (another push came first), or another push busy
+    with the ref on the server (``[remote rejected]`` … ``cannot lock ref``: it won the
+    race between the server's advertisement and its update — ``but expected`` — or
+    still holds the lock — ``….lock': File exists``, git waits only 100 ms for it)."""
     rejected = "[rejected]" in said and ("fetch first" in said or "non-fast-forward" in said)
-    return rejected or ("[remote rejected]" in said and "cannot lock ref" in said
-                        and "but expected" in said)
+    return rejected or ("[remote rejected]" in said and "cannot lock ref" in said)
 
 
 #: The checkout's ``.git/config`` before ``git init`` adds its core settings, through
@@ -310,9 +310,11 @@ class Runner:
             if rc != 0:
                 self.note("fetching the branch failed; nothing pushed")
                 return rc, True
-            if self.git("merge-base", "--is-ancestor", base, tracking)[0] != 0:
+            holds, _ = self.git("merge-base", "--is-ancestor", base, tracking)
+            if holds != 0:
                 self.note(f"the branch {branch} was rewritten (it no longer holds the input "
-                          "commit); nothing pushed")
+                          "commit); nothing pushed" if holds == 1 else
+                          f"checking the branch {branch} failed (exit {holds}); nothing pushed")
                 return 1, True
             rc, _ = self.git("-c", "filter.lfs.smudge=git-lfs smudge --skip -- %f",
                              "-c", "filter.lfs.process=git-lfs filter-process --skip",
@@ -330,7 +332,8 @@ class Runner:
                 return 0, False
             rc, said = self.git_retried_saying(*push)
         if rc != 0:
-            self.note("pushing the results failed")
+            self.note(f"the branch {branch} moved on again after {REBASE_ROUNDS} rebases; "
+                      "nothing pushed" if moved_on(said) else "pushing the results failed")
         return rc, True
 
     def git_retried(self, *args: str) -> int:
