@@ -178,15 +178,20 @@ def test_stage_in_smudges_lfs_files(tmp_path):
     assert (tmp_path / "ws" / "repo" / "model.bin").read_bytes() == b"weights" * 1000
 
 
-def move_main(tmp_path: Path, remote: Path) -> str:
-    """Another Run pushes a commit to ``remote``'s main meanwhile; its new head."""
+def commit_elsewhere(tmp_path: Path, remote: Path, ref: str) -> str:
+    """Another Run's commit on top of ``remote``'s main, pushed to ``ref``; its id."""
     other = tmp_path / "other"
     sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
     (other / "theirs.txt").write_text("x\n")
     sh("git", "add", "-A", cwd=other)
     sh("git", "commit", "-qm", "theirs", cwd=other)
-    sh("git", "push", "-q", "origin", "HEAD:refs/heads/main", cwd=other)
-    return sh("git", "rev-parse", "refs/heads/main", cwd=remote)
+    sh("git", "push", "-q", "origin", f"HEAD:{ref}", cwd=other)
+    return sh("git", "rev-parse", "HEAD", cwd=other)
+
+
+def move_main(tmp_path: Path, remote: Path) -> str:
+    """Another Run pushes a commit to ``remote``'s main meanwhile; its new head."""
+    return commit_elsewhere(tmp_path, remote, "refs/heads/main")
 
 
 def checked_out_with_change(tmp_path: Path) -> tuple[Path, Path]:
@@ -467,13 +472,7 @@ def test_version_3_pushes_rebased_lfs_outputs_through_the_pre_push_hook(tmp_path
 
 def another_runs_commit(tmp_path: Path, remote: Path) -> str:
     """A commit another Run made on main, in ``remote`` but not yet on its main."""
-    other = tmp_path / "other"
-    sh("git", "clone", "-q", "-b", "main", f"file://{remote}", str(other), cwd=tmp_path)
-    (other / "theirs.txt").write_text("x\n")
-    sh("git", "add", "-A", cwd=other)
-    sh("git", "commit", "-qm", "theirs", cwd=other)
-    sh("git", "push", "-q", "origin", "HEAD:refs/heads/theirs", cwd=other)
-    return sh("git", "rev-parse", "HEAD", cwd=other)
+    return commit_elsewhere(tmp_path, remote, "refs/heads/theirs")
 
 
 def pre_receive(remote: Path, body: str) -> None:

@@ -25,34 +25,30 @@ def repository_url(repo: str) -> str:
     if scheme == "https":
         return repo
     if scheme == "file":
-        local = Path(unquote(parts.path))
-        if not local.is_dir():
-            raise CliError(f"{repo}: no such local repository",
-                           "pass an existing repository directory or an https:// URL",
-                           Exit.NOT_FOUND, code="repository-not-found")
-        warn_if_checked_out(local)
+        check_local_repository(Path(unquote(parts.path)), repo)
         return repo
     if scheme in ("http", "ssh", "git"):
         raise CliError(f"{scheme}:// repositories are not supported",
                        "use an https:// URL (or a local path in development)", Exit.USAGE)
     path = Path(repo).expanduser()
-    if not path.is_dir():
-        raise CliError(f"{repo}: no such local repository",
-                       "pass an existing path or an https:// URL", Exit.NOT_FOUND,
-                       code="repository-not-found")
-    warn_if_checked_out(path)
+    check_local_repository(path, repo)
     return str(path.resolve())
 
 
-def warn_if_checked_out(path: Path) -> None:
-    """Check a local repository. CliError (exit 3, ``repository-not-found``) when
-    ``path`` is not itself a Git repository — git says it is none, or it is a plain
+def check_local_repository(path: Path, written: str) -> None:
+    """Check a local repository (``written``: REPO as given). CliError (exit 3,
+    ``repository-not-found``) when ``path`` is no directory, or not itself a Git
+    repository — git says it is none, or it is a plain
     directory inside another repository's work tree, which git would otherwise take for
     that one. A warning (stderr) when it has a work tree: git refuses a push to its
     checked-out branch (also through its ``.git`` directory), so an action that changes
     files would fail at stage-out (``stage-out-failed``). Reading works; a bare
     repository, or one published on the lab Git server, takes pushes. Silent when git
     cannot tell (not installed, a repository it will not read here, …)."""
+    if not path.is_dir():
+        raise CliError(f"{written}: no such local repository",
+                       "pass an existing repository directory or an https:// URL",
+                       Exit.NOT_FOUND, code="repository-not-found")
     # The caller's GIT_DIR, GIT_WORK_TREE, … would answer for another repository.
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
