@@ -18,6 +18,11 @@ Prints one JSON line::
    "launch_reply_p50_ms", "query_round_trip_p50_ms", "broker_round_trip_p50_ms",
    "site_stream": {"commands_per_run", "p50_ms": {KIND: ms}, "busy_fraction",
                    "serial_bound_runs_per_second"},
+   "machine": {"cores", "busy_fraction", "cpu_ms_per_run", "cpu_bound_runs_per_second",
+               "services_cpu_ms_per_run": {SERVICE: ms}, "servers_cpu_ms_per_run":
+               {"postgresql", "rabbitmq"}, "other_cpu_ms_per_run",
+               "benchmark_client_cpu_ms_per_run",
+               "postgres_transactions_per_run": {SERVICE: n}},
    "admission": {"project_concurrent_run_limit", "launch_to_planned_p50_s",
                  "planned_to_native_start_p50_s"},
    "target": {...}, "meets_target": bool}
@@ -30,6 +35,18 @@ latency at a load the machine sustains (no queue of waiting Runs).
 ``admission`` splits that latency: a burst larger than the Project's
 ``concurrent_run_limit`` waits for slots (launch → planned) before the Site sees
 it (planned → native start); a slot is held until Execution Core sees the Run end.
+
+``machine`` says what bounds the rate first (benchmarks/machine.py, ADR 0017): the
+CPU every process of the machine spent in the window, per Run — services,
+PostgreSQL, RabbitMQ and the short-lived stage and Git processes a Run starts —
+and ``cpu_bound_runs_per_second``, cores / CPU seconds per Run. With
+``busy_fraction`` near 1 the rate is at that bound, and only less CPU per Run
+raises it. ``services_cpu_ms_per_run`` splits out the dev stack's processes (each
+with the children it reaped: the lab Git server's ``git http-backend`` counts in
+``site_coordination``), ``servers_cpu_ms_per_run`` PostgreSQL's and RabbitMQ's
+processes and ``other_cpu_ms_per_run`` the rest (mostly the Runs' stage, Git and
+step processes); ``postgres_transactions_per_run`` counts each service database's
+transactions.
 
 ``site_stream`` explains the rate: a Site's commands are handled one at a time
 (seed 004, 4A; ADR 0010), so it reads the Runtime's delivery journal (read only)
@@ -57,6 +74,12 @@ from pathlib import Path
 
 import aio_pika
 
+from benchmarks.machine import (
+    Snapshot,
+    machine_report,
+    postgres_transactions,
+    transactions_per_run,
+)
 from metallo.cli.settings import Actor
 from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status
@@ -219,10 +242,17 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                 reply_times.append(time.perf_counter() - sent)
                 launched[reply.run_id] = sent_wall
 
+        pids = {name: c["pid"] for name, c in state.get("components", {}).items()
+                if isinstance(c, dict) and c.get("pid")}
+        xacts_before = await postgres_transactions()
+        cpu_before = Snapshot.take(pids)
         began = time.perf_counter()
         await asyncio.gather(*(launch(i) for i in range(runs)))
         await asyncio.wait_for(all_ended.wait(), timeout)
         wall = time.perf_counter() - began
+        cpu_after = Snapshot.take(pids)
+        await asyncio.sleep(1.5)  # PostgreSQL publishes transaction counts within ~1 s
+        xacts_after = await postgres_transactions()
         # One GetRun per Run at the end, for its started_at (outside the wall time).
         finished: dict[str, ec.Run] = {}
         query_times: list[float] = []
@@ -262,6 +292,9 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                                     if query_times else None),
         "broker_round_trip_p50_ms": round(1000 * statistics.median(broker), 3),
         "site_stream": stream,
+        "machine": {**machine_report(cpu_before, cpu_after, runs),
+                    "postgres_transactions_per_run": transactions_per_run(
+                        xacts_before, xacts_after, runs)},
         "admission": {
             "project_concurrent_run_limit": project_run_limit(),
             "launch_to_planned_p50_s": _rounded(percentile(planned, 0.5)),
