@@ -34,10 +34,6 @@ def run_line(run, step: str = "") -> str:
     if run.action:
         parts.append(f"action {run.action}")
     parts.append(f"phase {run.phase or '?'}")
-    if run.observation_phase and run.observation_phase != run.phase and run.phase != "terminal":
-        # A started Run whose work still waits at the Site reads "phase running ·
-        # observed queued": the phase never moves back (docs/runs.md), the Site's view does.
-        parts.append(f"observed {run.observation_phase}")
     if attempt is not None:
         parts.append(f"attempt {attempt.number} {attempt.state}")
     native = run.native_state or (attempt.native_state if attempt is not None else "")
