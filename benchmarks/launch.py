@@ -18,8 +18,9 @@ Prints one JSON line::
    "launch_reply_p50_ms", "query_round_trip_p50_ms", "broker_round_trip_p50_ms",
    "site_stream": {"commands_per_run", "p50_ms": {KIND: ms}, "busy_fraction",
                    "serial_bound_runs_per_second"},
-   "machine": {"cores", "busy_fraction", "cpu_ms_per_run", "cpu_bound_runs_per_second",
-               "services_cpu_ms_per_run": {SERVICE: ms}, "servers_cpu_ms_per_run":
+   "machine": {"cores", "busy_fraction", "steal_fraction", "cpu_ms_per_run",
+               "cpu_bound_runs_per_second", "services_cpu_ms_per_run": {NAME: ms},
+               "services_children_cpu_ms_per_run": {NAME: ms}, "servers_cpu_ms_per_run":
                {"postgresql", "rabbitmq"}, "other_cpu_ms_per_run",
                "benchmark_client_cpu_ms_per_run",
                "postgres_transactions_per_run": {SERVICE: n}},
@@ -41,12 +42,15 @@ CPU every process of the machine spent in the window, per Run — services,
 PostgreSQL, RabbitMQ and the short-lived stage and Git processes a Run starts —
 and ``cpu_bound_runs_per_second``, cores / CPU seconds per Run. With
 ``busy_fraction`` near 1 the rate is at that bound, and only less CPU per Run
-raises it. ``services_cpu_ms_per_run`` splits out the dev stack's processes (each
-with the children it reaped: the lab Git server's ``git http-backend`` counts in
-``site_coordination``), ``servers_cpu_ms_per_run`` PostgreSQL's and RabbitMQ's
-processes and ``other_cpu_ms_per_run`` the rest (mostly the Runs' stage, Git and
-step processes); ``postgres_transactions_per_run`` counts each service database's
-transactions.
+raises it. ``services_cpu_ms_per_run`` splits out the dev stack's processes, each
+with the children it reaped (``services_children_cpu_ms_per_run``: the lab Git
+server's ``git http-backend`` under ``site_coordination``, the stage runners with
+their Git and step processes under ``site_runtime_stage_launcher``);
+``servers_cpu_ms_per_run`` PostgreSQL's and RabbitMQ's processes, and
+``other_cpu_ms_per_run`` the rest. ``postgres_transactions_per_run`` counts each
+service database's transactions, read after pauses of ``--settle-seconds``
+(default 11) outside the window, since PostgreSQL publishes counts up to 10 s late;
+the services' idle polling during the second pause counts too.
 
 ``site_stream`` explains the rate: a Site's commands are handled one at a time
 (seed 004, 4A; ADR 0010), so it reads the Runtime's delivery journal (read only)
@@ -55,6 +59,7 @@ acknowledging each kind, and ``busy_fraction``, the share of the benchmark's wal
 time in which the stream was handling one of them (near 1: the stream is the bound;
 ``serial_bound_runs_per_second`` is 1 / the serial seconds per Run).
 Usage: .venv/bin/python -m benchmarks.launch [--runs 100] [--concurrency 16] [--rate R]
+       [--settle-seconds 11]
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ from pathlib import Path
 import aio_pika
 
 from benchmarks.machine import (
+    SETTLE_SECONDS,
     Snapshot,
     machine_report,
     postgres_transactions,
@@ -202,7 +208,8 @@ async def watch_completions(amqp_url: str, topology: Topology, on_completed) -> 
     return connection
 
 
-async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: float | None = None) -> dict:
+async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: float | None = None,
+                    settle_seconds: float = SETTLE_SECONDS) -> dict:
     state = status()
     if state is None or state.get("executor") != "local":
         raise SystemExit("benchmarks/launch.py needs the dev stack with the local executor: "
@@ -243,15 +250,21 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                 launched[reply.run_id] = sent_wall
 
         pids = {name: c["pid"] for name, c in state.get("components", {}).items()
-                if isinstance(c, dict) and c.get("pid")}
+                if isinstance(c, dict) and isinstance(c.get("pid"), int)}
+        if isinstance(state.get("pid"), int):
+            pids["devstack_supervisor"] = state["pid"]  # it relays every log line
+        # The Runtime's one long-lived child is its stage launcher, which reaps the runners.
+        launcher = ({"site_runtime_stage_launcher": pids["site_runtime"]}
+                    if "site_runtime" in pids else {})
+        await asyncio.sleep(settle_seconds)  # the preparation's transactions are published
         xacts_before = await postgres_transactions()
-        cpu_before = Snapshot.take(pids)
+        cpu_before = Snapshot.take(pids, launcher)
         began = time.perf_counter()
         await asyncio.gather(*(launch(i) for i in range(runs)))
         await asyncio.wait_for(all_ended.wait(), timeout)
         wall = time.perf_counter() - began
-        cpu_after = Snapshot.take(pids)
-        await asyncio.sleep(1.5)  # PostgreSQL publishes transaction counts within ~1 s
+        cpu_after = Snapshot.take(pids, launcher)
+        await asyncio.sleep(settle_seconds)  # and the window's
         xacts_after = await postgres_transactions()
         # One GetRun per Run at the end, for its started_at (outside the wall time).
         finished: dict[str, ec.Run] = {}
@@ -316,8 +329,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=None,
                         help="launches per second (default: all at once, as one burst)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the end")
+    parser.add_argument("--settle-seconds", type=float, default=SETTLE_SECONDS,
+                        help="pause before each PostgreSQL transaction count, outside the "
+                             "measured window (PostgreSQL publishes counts up to 10 s late; "
+                             "0: faster, the counts approximate)")
     args = parser.parse_args()
-    result = asyncio.run(benchmark(args.runs, args.concurrency, args.timeout, args.rate))
+    result = asyncio.run(benchmark(args.runs, args.concurrency, args.timeout, args.rate,
+                                   args.settle_seconds))
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 0
 

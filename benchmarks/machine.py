@@ -8,7 +8,9 @@ Per-process accounting misses the short-lived ones, so the machine's own counter
 1, the rate cannot rise above ``cpu_bound_runs_per_second`` however the work is
 arranged, and only less CPU per Run helps.
 
-Linux only (``/proc``); elsewhere every reading is None.
+The counters are the host's (or the VM's): under a cgroup CPU quota or a cpuset the
+machine figures describe more than the benchmark had. Linux only (``/proc``);
+elsewhere every reading is None.
 """
 
 from __future__ import annotations
@@ -20,119 +22,198 @@ from typing import Any
 
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-
-def machine_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot from ``/proc/stat``'s ``cpu``
-    line (busy: everything but idle and iowait); None without ``/proc/stat``."""
-    try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
-        return None
-    values = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds of ``pid`` and of its children it has reaped (utime + stime + cutime
-    + cstime from ``/proc/<pid>/stat``); None when there is no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return sum(int(v) for v in fields[11:15]) / _TICKS_PER_SECOND
-
-
 #: Processes counted by their name (``/proc/<pid>/comm``) rather than by pid: the
-#: servers the platform runs on, with one process per connection or scheduler.
+#: servers the platform runs on, with one process per connection or scheduler. Any
+#: other PostgreSQL cluster on the machine counts too.
 GROUPS = {"postgresql": ("postgres",), "rabbitmq": ("beam.smp", "epmd", "erl_child_setup")}
 
 
-def group_cpu_seconds() -> dict[str, dict[int, float]]:
-    """CPU seconds (own, not children's) of every live process of each :data:`GROUPS`
-    entry, by pid; empty groups without ``/proc``."""
-    found: dict[str, dict[int, float]] = {name: {} for name in GROUPS}
+@dataclass(frozen=True)
+class MachineTicks:
+    """Clock ticks of all CPUs since boot: ``busy`` (user, nice, system, irq, softirq;
+    guest time is inside user), ``steal`` (taken by the hypervisor) and ``total``
+    (everything, idle and iowait included)."""
+
+    busy: int
+    steal: int
+    total: int
+
+
+def parse_cpu_line(line: str) -> MachineTicks:
+    """The ``cpu`` line of ``/proc/stat`` (``cpu user nice system idle iowait irq softirq
+    steal [guest guest_nice]``) as :class:`MachineTicks`. Raises ValueError for another line."""
+    name, *columns = line.split()
+    if name != "cpu" or len(columns) < 8:
+        raise ValueError(f"not the cpu line of /proc/stat: {line[:40]!r}")
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in columns[:8])
+    busy = user + nice + system + irq + softirq
+    return MachineTicks(busy=busy, steal=steal, total=busy + idle + iowait + steal)
+
+
+def machine_ticks() -> MachineTicks | None:
+    """:func:`parse_cpu_line` of ``/proc/stat``; None without it."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0]
+    except OSError:
+        return None
+    return parse_cpu_line(first)
+
+
+@dataclass(frozen=True)
+class ProcessTimes:
+    """One ``/proc/<pid>/stat`` line: ``comm``, parent ``ppid``, and CPU seconds of the
+    process itself (``own``: utime + stime) and of the children it has reaped
+    (``children``: cutime + cstime)."""
+
+    comm: str
+    ppid: int
+    own: float
+    children: float
+
+
+def parse_stat(raw: str) -> ProcessTimes:
+    """Parse a ``/proc/<pid>/stat`` line (``man 5 proc``: fields 2 comm — which may hold
+    spaces and parentheses —, 4 ppid, 14 utime, 15 stime, 16 cutime, 17 cstime, in clock
+    ticks). Raises ValueError for a malformed line."""
+    opened, closed = raw.find("("), raw.rfind(")")
+    fields = raw[closed + 2 :].split()  # fields[0] is field 3 (state)
+    if opened < 0 or closed < opened or len(fields) < 15:
+        raise ValueError("malformed /proc/<pid>/stat line")
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return ProcessTimes(comm=raw[opened + 1 : closed], ppid=int(fields[1]),
+                        own=(utime + stime) / _TICKS_PER_SECOND,
+                        children=(cutime + cstime) / _TICKS_PER_SECOND)
+
+
+def process_times(pid: int) -> ProcessTimes | None:
+    """:func:`parse_stat` of ``/proc/<pid>/stat``; None when there is no such process."""
+    try:
+        return parse_stat(Path(f"/proc/{pid}/stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds of ``pid`` and of the children it has reaped; None without it."""
+    times = process_times(pid)
+    return None if times is None else times.own + times.children
+
+
+def _all_processes() -> dict[int, ProcessTimes] | None:
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return found
+        return None
+    found = {}
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        comm = raw[raw.find("(") + 1 : raw.rfind(")")]
-        for name, comms in GROUPS.items():
-            if comm in comms:
-                fields = raw[raw.rfind(")") + 2 :].split()
-                found[name][int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND
+        if entry.isdigit():
+            times = process_times(int(entry))
+            if times is not None:
+                found[int(entry)] = times
     return found
 
 
 @dataclass
 class Snapshot:
-    """The counters at one instant: machine ticks, each named process's CPU seconds
-    (``pids``: name -> pid) and this process's own CPU seconds."""
+    """The counters at one instant: ``machine`` ticks; ``processes``, each named
+    process's (own, reaped children's) CPU seconds, None when it is not running;
+    ``groups``, each :data:`GROUPS` entry's processes' own CPU seconds by pid (None
+    without ``/proc``); ``own``, this process's CPU seconds."""
 
-    machine: tuple[int, int] | None
-    processes: dict[str, float | None] = field(default_factory=dict)
+    machine: MachineTicks | None
+    processes: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    groups: dict[str, dict[int, float]] | None = None
     own: float = 0.0
-    groups: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @classmethod
-    def take(cls, pids: dict[str, int]) -> Snapshot:
-        """Read the counters now."""
-        return cls(
-            machine=machine_ticks(),
-            processes={name: process_cpu_seconds(pid) for name, pid in pids.items()},
-            own=os.times().user + os.times().system,
-            groups=group_cpu_seconds(),
-        )
+    def take(cls, pids: dict[str, int], children_of: dict[str, int] | None = None) -> Snapshot:
+        """Read the counters now, for the processes ``pids`` (name -> pid) and, for each
+        ``children_of`` entry (name -> parent pid), the children of that parent that
+        are running now, summed (e.g. the Runtime's stage launcher, which reaps the
+        stage runners)."""
+        everything = _all_processes()
+        processes: dict[str, tuple[float, float] | None] = {}
+        for name, pid in pids.items():
+            times = everything.get(pid) if everything is not None else process_times(pid)
+            processes[name] = None if times is None else (times.own, times.children)
+        for name, parent in (children_of or {}).items():
+            kids = [t for t in (everything or {}).values() if t.ppid == parent]
+            processes[name] = ((sum(t.own for t in kids), sum(t.children for t in kids))
+                               if kids else None)
+        groups = None
+        if everything is not None:
+            groups = {name: {pid: t.own for pid, t in everything.items() if t.comm in comms}
+                      for name, comms in GROUPS.items()}
+        spent = os.times()
+        return cls(machine=machine_ticks(), processes=processes, groups=groups,
+                   own=spent.user + spent.system)
+
+
+def _per_run(seconds: float, runs: int) -> float:
+    return round(1000 * seconds / runs, 1)
 
 
 def machine_report(before: Snapshot, after: Snapshot, runs: int) -> dict[str, Any]:
-    """The window's cost: ``cores``, ``busy_fraction`` (0..1 of all cores),
-    ``cpu_ms_per_run`` (every process of the machine, milliseconds of CPU per Run),
-    ``cpu_bound_runs_per_second`` (cores / CPU seconds per Run: the rate at which the
-    machine would be 100 % busy), ``services_cpu_ms_per_run`` (each named process with
-    the children it reaped), ``servers_cpu_ms_per_run`` (each :data:`GROUPS` entry: its
-    processes alive at the end, from 0 for those started in the window; an ended one
-    is not counted), ``other_cpu_ms_per_run`` (the rest of the machine: the Runs'
-    stage, Git and step processes, the benchmark itself, everything else running) and
-    ``benchmark_client_cpu_ms_per_run`` (this process). Readings that could not be
-    taken are None."""
-    cores = os.cpu_count() or 1
-    report: dict[str, Any] = {"cores": cores, "busy_fraction": None, "cpu_ms_per_run": None,
-                              "cpu_bound_runs_per_second": None}
-    if before.machine and after.machine and runs > 0:
-        busy = after.machine[0] - before.machine[0]
-        total = after.machine[1] - before.machine[1]
+    """The window's cost in milliseconds of CPU per Run (None where a reading could not
+    be taken):
+
+    - ``cores`` (CPUs this process may run on), ``busy_fraction`` and
+      ``steal_fraction`` (0..1 of all CPUs' time), ``cpu_ms_per_run`` (every process
+      of the machine) and ``cpu_bound_runs_per_second`` (cores / CPU seconds per Run:
+      the rate at which the machine would be 100 % busy);
+    - ``services_cpu_ms_per_run``: each named process with the children it reaped
+      (None: not running at one of the snapshots), of which
+      ``services_children_cpu_ms_per_run`` the children alone;
+    - ``servers_cpu_ms_per_run``: each :data:`GROUPS` entry — its processes alive at
+      the end, from 0 for those started in the window; one that ended in the window
+      counts in ``other`` — None when it had no process;
+    - ``other_cpu_ms_per_run``: the rest (the Runs' stage, Git and step processes,
+      ended server processes, the benchmark itself, anything else running); None
+      when a named reading is missing;
+    - ``benchmark_client_cpu_ms_per_run``: this process (also inside ``other``).
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    report: dict[str, Any] = {"cores": cores, "busy_fraction": None, "steal_fraction": None,
+                              "cpu_ms_per_run": None, "cpu_bound_runs_per_second": None}
+    if runs <= 0:
+        return report
+    if before.machine and after.machine:
+        busy = after.machine.busy - before.machine.busy
+        total = after.machine.total - before.machine.total
         cpu_seconds = busy / _TICKS_PER_SECOND
-        report["busy_fraction"] = round(busy / total, 3) if total else None
-        report["cpu_ms_per_run"] = round(1000 * cpu_seconds / runs, 1)
+        if total:
+            report["busy_fraction"] = round(busy / total, 3)
+            report["steal_fraction"] = round(
+                (after.machine.steal - before.machine.steal) / total, 3)
+        report["cpu_ms_per_run"] = _per_run(cpu_seconds, runs)
         report["cpu_bound_runs_per_second"] = (
             round(cores / (cpu_seconds / runs), 2) if cpu_seconds else None)
-    services = {}
+    services: dict[str, float | None] = {}
+    children: dict[str, float | None] = {}
     for name, start in before.processes.items():
         end = after.processes.get(name)
-        services[name] = (round(1000 * (end - start) / runs, 1)
-                          if start is not None and end is not None and runs else None)
+        if start is None or end is None:
+            services[name] = children[name] = None
+        else:
+            services[name] = _per_run((end[0] - start[0]) + (end[1] - start[1]), runs)
+            children[name] = _per_run(end[1] - start[1], runs)
     report["services_cpu_ms_per_run"] = services
-    servers = {}
-    for name, now in after.groups.items():
-        then = before.groups.get(name, {})
-        spent = sum(seconds - then.get(pid, 0.0) for pid, seconds in now.items())
-        servers[name] = round(1000 * spent / runs, 1) if runs else None
+    report["services_children_cpu_ms_per_run"] = children
+    servers: dict[str, float | None] = {}
+    for name in GROUPS:
+        now = (after.groups or {}).get(name) or {}
+        then = (before.groups or {}).get(name) or {}
+        if after.groups is None or not (now or then):
+            servers[name] = None
+        else:
+            servers[name] = _per_run(sum(s - then.get(pid, 0.0) for pid, s in now.items()), runs)
     report["servers_cpu_ms_per_run"] = servers
-    known = [v for v in (*services.values(), *servers.values()) if v is not None]
+    named = [*services.values(), *servers.values()]
     report["other_cpu_ms_per_run"] = (
-        round(report["cpu_ms_per_run"] - sum(known), 1)
-        if report["cpu_ms_per_run"] is not None else None)
-    report["benchmark_client_cpu_ms_per_run"] = (
-        round(1000 * (after.own - before.own) / runs, 1) if runs else None)
+        round(report["cpu_ms_per_run"] - sum(named), 1)
+        if report["cpu_ms_per_run"] is not None and None not in named else None)
+    report["benchmark_client_cpu_ms_per_run"] = _per_run(after.own - before.own, runs)
     return report
 
 
@@ -141,33 +222,42 @@ SERVICES = ("workload_portfolio", "execution_core", "site_coordination", "pipeli
 
 async def postgres_transactions() -> dict[str, int] | None:
     """Committed plus rolled-back transactions so far of each service's database
-    (``pg_stat_database``; PostgreSQL publishes a backend's counts within about a
-    second of its transactions, so read them after a pause). None when PostgreSQL
-    cannot be asked."""
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    from metallo.persistence.engine import database_url
-
-    dsn = (make_url(database_url(SERVICES[0])).set(drivername="postgresql", database="postgres")
-           .render_as_string(hide_password=False))
+    (``pg_stat_database``), by service; None when PostgreSQL cannot be asked (a
+    diagnostic: never an error). PostgreSQL publishes a busy connection's counts up to
+    about 10 s late (PostgreSQL 15: ``PGSTAT_IDLE_INTERVAL``), so a reading belongs
+    after a pause of :data:`SETTLE_SECONDS`."""
     try:
+        import asyncpg
+        from sqlalchemy.engine import make_url
+
+        from metallo.persistence.engine import database_url
+
+        names = {make_url(database_url(s)).database: s for s in SERVICES}
+        dsn = (make_url(database_url(SERVICES[0]))
+               .set(drivername="postgresql", database="postgres")
+               .render_as_string(hide_password=False))
         connection = await asyncpg.connect(dsn, timeout=5)
-    except (OSError, asyncpg.PostgresError):
+        try:
+            rows = await connection.fetch(
+                "SELECT datname, xact_commit + xact_rollback AS n FROM pg_stat_database"
+                " WHERE datname = ANY($1::text[])", list(names), timeout=5)
+        finally:
+            await connection.close()
+    except Exception:  # noqa: BLE001 - a report field, never a reason to lose the run
         return None
-    try:
-        rows = await connection.fetch(
-            "SELECT datname, xact_commit + xact_rollback AS n FROM pg_stat_database"
-            " WHERE datname = ANY($1::text[])", [f"metallo_{s}" for s in SERVICES])
-    finally:
-        await connection.close()
-    return {row["datname"].removeprefix("metallo_"): int(row["n"]) for row in rows}
+    return {names[row["datname"]]: int(row["n"]) for row in rows}
+
+
+#: Seconds to wait before reading :func:`postgres_transactions`, so that every
+#: connection has published its counts (PostgreSQL's 10 s idle flush interval, and 1).
+SETTLE_SECONDS = 11.0
 
 
 def transactions_per_run(before: dict[str, int] | None, after: dict[str, int] | None,
                          runs: int) -> dict[str, float] | None:
     """PostgreSQL transactions per Run of each service's database between two
-    :func:`postgres_transactions` readings (None when either is missing)."""
+    :func:`postgres_transactions` readings (None when either is missing). The services'
+    idle polling between the readings counts too."""
     if not before or not after or runs <= 0:
         return None
     return {name: round((after[name] - before.get(name, 0)) / runs, 1)
