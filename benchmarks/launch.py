@@ -322,14 +322,32 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
     }
 
 
+def bounded(kind: type, low: float, high: float, *, low_open: bool = False):
+    """An argparse type: ``kind(text)`` within ``low..high`` (``low`` excluded when
+    ``low_open``), else a usage error naming the range."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not (low < value if low_open else low <= value) or value > high:
+            shown = f"> {low:g}" if low_open else f">= {low:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range ({shown} and <= {high:g})")
+        return value
+    return parse
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rate", type=float, default=None,
+    parser.add_argument("--runs", type=bounded(int, 1, 10_000), default=100)
+    parser.add_argument("--concurrency", type=bounded(int, 1, 1_000), default=16,
+                        help="launch requests in flight at once")
+    parser.add_argument("--rate", type=bounded(float, 0, 1_000, low_open=True), default=None,
                         help="launches per second (default: all at once, as one burst)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the end")
-    parser.add_argument("--settle-seconds", type=float, default=SETTLE_SECONDS,
+    parser.add_argument("--timeout", type=bounded(float, 0, 86_400, low_open=True),
+                        default=600.0, help="seconds to wait for the end")
+    parser.add_argument("--settle-seconds", type=bounded(float, 0, 60), default=SETTLE_SECONDS,
                         help="pause before each PostgreSQL transaction count, outside the "
                              "measured window (PostgreSQL publishes counts up to 10 s late; "
                              "0: faster, the counts approximate)")

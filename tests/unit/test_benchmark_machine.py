@@ -110,3 +110,17 @@ def test_this_process_and_the_machine_are_read_from_proc():
     assert snapshot.processes["my children"] is not None  # at least the sleep
     assert snapshot.processes["sleep's"] is None  # it has no children
     assert set(snapshot.groups) == {"postgresql", "rabbitmq"}
+
+
+def test_benchmark_arguments_are_bounded():
+    import argparse
+
+    from benchmarks.launch import bounded
+
+    runs = bounded(int, 1, 10_000)
+    assert runs("100") == 100
+    rate = bounded(float, 0, 1_000, low_open=True)
+    assert rate("0.5") == 0.5
+    for parse, text in ((runs, "0"), (runs, "10001"), (runs, "x"), (rate, "0"), (rate, "-2")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
