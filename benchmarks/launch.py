@@ -13,7 +13,8 @@ queue and back, no service) and a GetRun query's round trip.
 
 Prints one JSON line::
 
-  {"runs", "succeeded", "failed", "wall_seconds", "runs_per_second",
+  {"runs", "completed", "succeeded", "failed", "unfinished", "wall_seconds",
+   "runs_per_second", "concurrency", "launch_rate_per_s",
    "launch_to_native_start_p50_s", "launch_to_native_start_p95_s",
    "launch_reply_p50_ms", "query_round_trip_p50_ms", "broker_round_trip_p50_ms",
    "site_stream": {"commands_per_run", "p50_ms": {KIND: ms}, "busy_fraction",
@@ -22,7 +23,7 @@ Prints one JSON line::
                "cpu_bound_runs_per_second", "services_cpu_ms_per_run": {NAME: ms},
                "services_children_cpu_ms_per_run": {NAME: ms}, "servers_cpu_ms_per_run":
                {"postgresql", "rabbitmq"}, "other_cpu_ms_per_run",
-               "benchmark_client_cpu_ms_per_run",
+               "benchmark_client_cpu_ms_per_run", "settle_seconds",
                "postgres_transactions_per_run": {SERVICE: n}},
    "admission": {"project_concurrent_run_limit", "launch_to_planned_p50_s",
                  "planned_to_native_start_p50_s"},
@@ -33,9 +34,16 @@ Launch → native start is from sending LaunchRun to the Run's ``started_at``
 ``--rate R`` launches R Runs per second instead of all at once, to see the
 latency at a load the machine sustains (no queue of waiting Runs).
 
+Only this benchmark's Runs are waited for (a Pipeline or a demo may end Runs
+beside it). ``failed``: ended and not succeeded; ``unfinished``: not ended when
+read. More than ``--timeout`` seconds without every Run ended is an error that
+says how many ended.
+
 ``admission`` splits that latency: a burst larger than the Project's
 ``concurrent_run_limit`` waits for slots (launch → planned) before the Site sees
 it (planned → native start); a slot is held until Execution Core sees the Run end.
+In a burst of 100 on the demo Project (10 slots) most of the p50 is this wait;
+at a rate the machine sustains (``--rate 4``) the p50 is a fraction of a second.
 
 ``machine`` says what bounds the rate first (benchmarks/machine.py, ADR 0017): the
 CPU every process of the machine spent in the window, per Run — services,
@@ -47,7 +55,9 @@ with the children it reaped (``services_children_cpu_ms_per_run``: the lab Git
 server's ``git http-backend`` under ``site_coordination``, the stage runners with
 their Git and step processes under ``site_runtime_stage_launcher``);
 ``servers_cpu_ms_per_run`` PostgreSQL's and RabbitMQ's processes, and
-``other_cpu_ms_per_run`` the rest. ``postgres_transactions_per_run`` counts each
+``other_cpu_ms_per_run`` the rest (it includes ``benchmark_client_cpu_ms_per_run``;
+the idle stack's own background, 0.07–0.1 CPU-s per second here, weighs more per Run
+at a low ``--rate``). ``postgres_transactions_per_run`` counts each
 service database's transactions, read after pauses of ``--settle-seconds``
 (default 11) outside the window, since PostgreSQL publishes counts up to 10 s late;
 the services' idle polling during the second pause counts too.
@@ -56,8 +66,11 @@ the services' idle polling during the second pause counts too.
 (seed 004, 4A; ADR 0010), so it reads the Runtime's delivery journal (read only)
 for the benchmark's Runs — commands per Run, the median time from journaling to
 acknowledging each kind, and ``busy_fraction``, the share of the benchmark's wall
-time in which the stream was handling one of them (near 1: the stream is the bound;
-``serial_bound_runs_per_second`` is 1 / the serial seconds per Run).
+time in which the stream was handling one of them, and
+``serial_bound_runs_per_second``, 1 / the serial seconds per Run. Near 1 with the
+machine's ``busy_fraction`` also near 1, the stream's commands are mostly waiting
+for a core (ADR 0017): less CPU per Run shortens them; with the machine idle, the
+stream itself is the bound.
 Usage: .venv/bin/python -m benchmarks.launch [--runs 100] [--concurrency 16] [--rate R]
        [--settle-seconds 11]
 """
@@ -221,13 +234,18 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
     topology = Topology(prefix=state.get("topology_prefix", ""))
     client = RequestClient(state["amqp_url"], topology)
     await client.start()
-    ended: set[str] = set()
+    ended: set[str] = set()  # every Run that ended, this benchmark's or another client's
+    launched: dict[str, float] = {}
     all_ended = asyncio.Event()
+
+    def check_all_ended() -> None:
+        # Only this benchmark's Runs count: a Pipeline or a demo may run beside it.
+        if len(launched) == runs and ended.issuperset(launched):
+            all_ended.set()
 
     def on_completed(event: ec.RunCompleted) -> None:
         ended.add(event.run_id)
-        if len(ended) >= runs:
-            all_ended.set()
+        check_all_ended()
 
     watcher = await watch_completions(state["amqp_url"], topology, on_completed)
     try:
@@ -235,7 +253,6 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
             metadata=command_metadata(WHO), repository_url=url, branch="main", action="noop"),
             timeout=60)
         limit = asyncio.Semaphore(concurrency)
-        launched: dict[str, float] = {}
         reply_times: list[float] = []
 
         async def launch(index: int) -> None:
@@ -248,6 +265,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                     revision=prepared.revision), timeout=60)
                 reply_times.append(time.perf_counter() - sent)
                 launched[reply.run_id] = sent_wall
+                check_all_ended()  # its RunCompleted may have come before the reply
 
         pids = {name: c["pid"] for name, c in state.get("components", {}).items()
                 if isinstance(c, dict) and isinstance(c.get("pid"), int)}
@@ -260,8 +278,15 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         xacts_before = await postgres_transactions()
         cpu_before = Snapshot.take(pids, launcher)
         began = time.perf_counter()
-        await asyncio.gather(*(launch(i) for i in range(runs)))
-        await asyncio.wait_for(all_ended.wait(), timeout)
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(launch(i) for i in range(runs)), all_ended.wait()), timeout)
+        except TimeoutError:
+            done = len(ended.intersection(launched))
+            raise SystemExit(
+                f"benchmarks/launch.py: {done} of {runs} Runs ended within {timeout:g} s "
+                f"({len(launched)} launched); `metallo run list` shows where the others are, "
+                "and --timeout gives them longer") from None
         wall = time.perf_counter() - began
         cpu_after = Snapshot.take(pids, launcher)
         await asyncio.sleep(settle_seconds)  # and the window's
@@ -292,11 +317,13 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
     broker = await broker_round_trips(state["amqp_url"], 200)
     stream = site_stream(Layout.default().runtime / "local" / "delivery.sqlite", set(launched), wall)
     outcomes = [r.outcome for r in finished.values() if r.phase == "terminal"]
+    unfinished = len(finished) - len(outcomes)
     rate = len(finished) / wall if wall else 0.0
     p50 = percentile(starts, 0.5)
     return {
         "runs": runs, "completed": len(outcomes),
-        "succeeded": outcomes.count("succeeded"), "failed": len(finished) - outcomes.count("succeeded"),
+        "succeeded": outcomes.count("succeeded"),
+        "failed": len(outcomes) - outcomes.count("succeeded"), "unfinished": unfinished,
         "wall_seconds": round(wall, 3), "runs_per_second": round(rate, 3),
         "launch_to_native_start_p50_s": round(p50, 3) if p50 is not None else None,
         "launch_to_native_start_p95_s": (round(percentile(starts, 0.95), 3) if starts else None),
@@ -306,6 +333,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         "broker_round_trip_p50_ms": round(1000 * statistics.median(broker), 3),
         "site_stream": stream,
         "machine": {**machine_report(cpu_before, cpu_after, runs),
+                    "settle_seconds": settle_seconds,
                     "postgres_transactions_per_run": transactions_per_run(
                         xacts_before, xacts_after, runs)},
         "admission": {

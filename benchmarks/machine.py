@@ -129,17 +129,21 @@ class Snapshot:
     def take(cls, pids: dict[str, int], children_of: dict[str, int] | None = None) -> Snapshot:
         """Read the counters now, for the processes ``pids`` (name -> pid) and, for each
         ``children_of`` entry (name -> parent pid), the children of that parent that
-        are running now, summed (e.g. the Runtime's stage launcher, which reaps the
-        stage runners)."""
+        are running now, summed — (0, 0) while it has none (e.g. the Runtime's stage
+        launcher, which reaps the stage runners and starts with the first stage)."""
         everything = _all_processes()
         processes: dict[str, tuple[float, float] | None] = {}
         for name, pid in pids.items():
             times = everything.get(pid) if everything is not None else process_times(pid)
             processes[name] = None if times is None else (times.own, times.children)
         for name, parent in (children_of or {}).items():
-            kids = [t for t in (everything or {}).values() if t.ppid == parent]
-            processes[name] = ((sum(t.own for t in kids), sum(t.children for t in kids))
-                               if kids else None)
+            if everything is None:
+                processes[name] = None
+                continue
+            # None of them yet (the Runtime starts its launcher with the first stage):
+            # they have spent nothing so far, which is what the window starts from.
+            kids = [t for t in everything.values() if t.ppid == parent]
+            processes[name] = (sum(t.own for t in kids), sum(t.children for t in kids))
         groups = None
         if everything is not None:
             groups = {name: {pid: t.own for pid, t in everything.items() if t.comm in comms}

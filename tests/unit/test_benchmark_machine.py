@@ -108,7 +108,7 @@ def test_this_process_and_the_machine_are_read_from_proc():
     assert snapshot.processes["me"][0] > 0
     assert snapshot.processes["nobody"] is None
     assert snapshot.processes["my children"] is not None  # at least the sleep
-    assert snapshot.processes["sleep's"] is None  # it has no children
+    assert snapshot.processes["sleep's"] == (0.0, 0.0)  # none yet: nothing spent so far
     assert set(snapshot.groups) == {"postgresql", "rabbitmq"}
 
 
