@@ -55,9 +55,10 @@ with the children it reaped (``services_children_cpu_ms_per_run``: the lab Git
 server's ``git http-backend`` under ``site_coordination``, the stage runners with
 their Git and step processes under ``site_runtime_stage_launcher``);
 ``servers_cpu_ms_per_run`` PostgreSQL's and RabbitMQ's processes, and
-``other_cpu_ms_per_run`` the rest (it includes ``benchmark_client_cpu_ms_per_run``;
-the idle stack's own background, 0.07–0.1 CPU-s per second here, weighs more per Run
-at a low ``--rate``). ``postgres_transactions_per_run`` counts each
+``other_cpu_ms_per_run`` the rest (it includes ``benchmark_client_cpu_ms_per_run``).
+Every figure includes the idle stack's own background (0.07–0.1 CPU-s per second
+here, spread over the services and PostgreSQL), which weighs more per Run at a low
+``--rate``. ``postgres_transactions_per_run`` counts each
 service database's transactions, read after pauses of ``--settle-seconds``
 (default 11) outside the window, since PostgreSQL publishes counts up to 10 s late;
 the services' idle polling during the second pause counts too.
@@ -72,7 +73,7 @@ machine's ``busy_fraction`` also near 1, the stream's commands are mostly waitin
 for a core (ADR 0017): less CPU per Run shortens them; with the machine idle, the
 stream itself is the bound.
 Usage: .venv/bin/python -m benchmarks.launch [--runs 100] [--concurrency 16] [--rate R]
-       [--settle-seconds 11]
+       [--timeout 600] [--settle-seconds 11]
 """
 
 from __future__ import annotations
@@ -278,15 +279,20 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         xacts_before = await postgres_transactions()
         cpu_before = Snapshot.take(pids, launcher)
         began = time.perf_counter()
+        tasks = [asyncio.ensure_future(launch(i)) for i in range(runs)]
+        tasks.append(asyncio.ensure_future(all_ended.wait()))
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*(launch(i) for i in range(runs)), all_ended.wait()), timeout)
-        except TimeoutError:
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout)
+        except Exception as error:  # a timeout, or a launch refused or unanswered
+            for task in tasks:  # no more launches after a failure
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             done = len(ended.intersection(launched))
+            what = (f"within {timeout:g} s" if isinstance(error, TimeoutError)
+                    else f"before a launch failed ({type(error).__name__}: {error})")
             raise SystemExit(
-                f"benchmarks/launch.py: {done} of {runs} Runs ended within {timeout:g} s "
-                f"({len(launched)} launched); `metallo run list` shows where the others are, "
-                "and --timeout gives them longer") from None
+                f"benchmarks/launch.py: {done} of {runs} Runs ended {what}; {len(launched)} "
+                "were launched; `metallo run list` shows where they are") from None
         wall = time.perf_counter() - began
         cpu_after = Snapshot.take(pids, launcher)
         await asyncio.sleep(settle_seconds)  # and the window's
@@ -380,6 +386,9 @@ def main() -> int:
                              "measured window (PostgreSQL publishes counts up to 10 s late; "
                              "0: faster, the counts approximate)")
     args = parser.parse_args()
+    if args.rate and args.runs / args.rate >= args.timeout:
+        parser.error(f"--runs {args.runs} at --rate {args.rate:g} take {args.runs / args.rate:g} s "
+                     f"to launch, not less than --timeout {args.timeout:g}: raise --timeout")
     result = asyncio.run(benchmark(args.runs, args.concurrency, args.timeout, args.rate,
                                    args.settle_seconds))
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")

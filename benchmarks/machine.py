@@ -51,12 +51,21 @@ def parse_cpu_line(line: str) -> MachineTicks:
 
 
 def machine_ticks() -> MachineTicks | None:
-    """:func:`parse_cpu_line` of ``/proc/stat``; None without it."""
+    """:func:`parse_cpu_line` of ``/proc/stat``; None without it (or unreadable)."""
     try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0]
-    except OSError:
+        return parse_cpu_line(Path("/proc/stat").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
         return None
-    return parse_cpu_line(first)
+
+
+def machine_cores() -> int:
+    """The CPUs ``/proc/stat`` counts (its ``cpuN`` lines): the ones :func:`machine_ticks`
+    adds up, so busy fraction and CPU-bound rate agree; ``os.cpu_count()`` without it."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return os.cpu_count() or 1
+    return sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()) or 1
 
 
 @dataclass(frozen=True)
@@ -161,7 +170,7 @@ def machine_report(before: Snapshot, after: Snapshot, runs: int) -> dict[str, An
     """The window's cost in milliseconds of CPU per Run (None where a reading could not
     be taken):
 
-    - ``cores`` (CPUs this process may run on), ``busy_fraction`` and
+    - ``cores`` (the CPUs ``/proc/stat`` counts), ``busy_fraction`` and
       ``steal_fraction`` (0..1 of all CPUs' time), ``cpu_ms_per_run`` (every process
       of the machine) and ``cpu_bound_runs_per_second`` (cores / CPU seconds per Run:
       the rate at which the machine would be 100 % busy);
@@ -176,8 +185,7 @@ def machine_report(before: Snapshot, after: Snapshot, runs: int) -> dict[str, An
       when a named reading is missing;
     - ``benchmark_client_cpu_ms_per_run``: this process (also inside ``other``).
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = machine_cores()
     report: dict[str, Any] = {"cores": cores, "busy_fraction": None, "steal_fraction": None,
                               "cpu_ms_per_run": None, "cpu_bound_runs_per_second": None}
     if runs <= 0:

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.machine import (
     MachineTicks,
     Snapshot,
+    machine_cores,
     machine_report,
     machine_ticks,
     parse_cpu_line,
@@ -42,7 +43,8 @@ def test_the_cpu_line_counts_guest_time_once_and_steal_apart():
 
 
 def test_report_divides_the_window_by_the_runs_and_the_cores():
-    cores = len(os.sched_getaffinity(0))
+    cores = machine_cores()
+    assert cores >= 1
     before = Snapshot(machine=MachineTicks(busy=1000, steal=0, total=5000),
                       processes={"a": (1.0, 0.5), "gone": (2.0, 0.0)},
                       groups={"postgresql": {10: 4.0, 11: 1.0}, "rabbitmq": {}}, own=0.5)
@@ -98,17 +100,21 @@ def test_this_process_and_the_machine_are_read_from_proc():
     assert mine.ppid == os.getppid()
     assert mine.comm  # the kernel's name of this interpreter
     assert process_times(2**22 + 7) is None  # above pid_max: no such process
-    child = subprocess.Popen(["sleep", "30"])
+    # A child that spends ≈ 0.3 s of CPU, then waits: its parent's children_of sum has it.
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n" \
+           "print('burnt', flush=True)\ntime.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline().strip() == "burnt"
         snapshot = Snapshot.take({"me": os.getpid(), "nobody": 2**22 + 7},
-                                 {"my children": os.getpid(), "sleep's": child.pid})
+                                 {"my children": os.getpid(), "its children": child.pid})
     finally:
         child.kill()
         child.wait()
     assert snapshot.processes["me"][0] > 0
     assert snapshot.processes["nobody"] is None
-    assert snapshot.processes["my children"] is not None  # at least the sleep
-    assert snapshot.processes["sleep's"] == (0.0, 0.0)  # none yet: nothing spent so far
+    assert snapshot.processes["my children"][0] >= 0.25
+    assert snapshot.processes["its children"] == (0.0, 0.0)  # none yet: nothing spent so far
     assert set(snapshot.groups) == {"postgresql", "rabbitmq"}
 
 
@@ -119,6 +125,10 @@ def test_benchmark_arguments_are_bounded():
 
     runs = bounded(int, 1, 10_000)
     assert runs("100") == 100
+    settle = bounded(float, 0, 60)
+    assert settle("0") == 0 and settle("60") == 60
+    with pytest.raises(argparse.ArgumentTypeError):
+        settle("60.1")
     rate = bounded(float, 0, 1_000, low_open=True)
     assert rate("0.5") == 0.5
     for parse, text in ((runs, "0"), (runs, "10001"), (runs, "x"), (rate, "0"), (rate, "-2")):
