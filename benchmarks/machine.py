@@ -102,12 +102,6 @@ def process_times(pid: int) -> ProcessTimes | None:
         return None
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """CPU seconds of ``pid`` and of the children it has reaped; None without it."""
-    times = process_times(pid)
-    return None if times is None else times.own + times.children
-
-
 def _all_processes() -> dict[int, ProcessTimes] | None:
     try:
         entries = os.listdir("/proc")
@@ -229,9 +223,6 @@ def machine_report(before: Snapshot, after: Snapshot, runs: int) -> dict[str, An
     return report
 
 
-SERVICES = ("workload_portfolio", "execution_core", "site_coordination", "pipeline_coordination")
-
-
 async def postgres_transactions() -> dict[str, int] | None:
     """Committed plus rolled-back transactions so far of each service's database
     (``pg_stat_database``), by service; None when PostgreSQL cannot be asked (a
@@ -242,11 +233,12 @@ async def postgres_transactions() -> dict[str, int] | None:
         import asyncpg
         from sqlalchemy.engine import make_url
 
+        from metallo.devstack.components import SERVICES
         from metallo.persistence.engine import database_url
 
-        names = {make_url(database_url(s)).database: s for s in SERVICES}
-        dsn = (make_url(database_url(SERVICES[0]))
-               .set(drivername="postgresql", database="postgres")
+        urls = {service: make_url(database_url(service)) for service in SERVICES}
+        names = {url.database: service for service, url in urls.items()}
+        dsn = (urls[SERVICES[0]].set(drivername="postgresql", database="postgres")
                .render_as_string(hide_password=False))
         connection = await asyncpg.connect(dsn, timeout=5)
         try:
