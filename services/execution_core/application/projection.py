@@ -118,6 +118,9 @@ def run_message(
         cancelled_by=r["cancelled_by"],
         version=r["version"],
         max_attempts=r["max_attempts"],
+        waiting_reason=r.get("waiting_reason") or "",
+        native_wait=r.get("native_wait") or "",
+        native_stage=r.get("native_stage") or "",
         attempts=[attempt_message(a) for a in attempts or []],
         history=[transition_message(t) for t in history or []],
     )
