@@ -200,8 +200,15 @@ def test_confidence_says_what_the_site_can_vouch_for(scenario, expected):
 
 
 def test_a_pending_observe_wakes_the_run_when_it_turns_stale():
+    slow = replace(LOST, result_recheck=30)
     sim = started()
-    _pending_observe(sim)
+    sim.timing = slow
+    sim.result("observe", phase="running", native_state="RUNNING")
+    sim.wait(10)
+    sent = sim.step()
+    assert [k for k, _ in sent.commands] == ["observe"]
+    assert sent.wake_at == sim.now + timedelta(seconds=10)  # one cycle, not the 30 s recheck
+    sim.timing = LOST
     d = sim.step()
     assert d.wake_at == sim.now + timedelta(seconds=5)  # result_recheck, sooner than stale
     slow = replace(LOST, result_recheck=30)

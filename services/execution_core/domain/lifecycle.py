@@ -497,7 +497,8 @@ def _observe_loop(
         due = base + timedelta(seconds=step)
     if now >= due:
         d.commands.append(("observe", {}))
-        d.wake_at = now + timedelta(seconds=t.result_recheck)
+        # Look again when it turns stale without an answer, if that comes first.
+        d.wake_at = now + timedelta(seconds=min(t.result_recheck, t.stale_after, t.observe_interval))
     else:
         d.wake_at = due
     return d
