@@ -28,11 +28,21 @@ DEFERRAL_TEXTS = MappingProxyType(
     }
 )
 
-#: Execution Core's own waiting codes.
+#: Execution Core's own waiting code while the Site does not know the Attempt.
 CORE_WAIT_TEXTS = MappingProxyType(
     {
         "attempt-unknown-at-site": "does not know this Attempt, asking again "
         "(it ends lost after the reconciliation period)",
+    }
+)
+
+#: Planning's waits (a Run still ``accepted``; Execution Core's planning_wait_code).
+PLANNING_WAIT_TEXTS = MappingProxyType(
+    {
+        "site-not-ready": "no eligible Site is ready, retrying",
+        "concurrent-run-limit": "the concurrent-Run limit is reached, waiting for a slot",
+        "workload-portfolio-unavailable": "Workload Portfolio does not answer, retrying",
+        "governance-unavailable": "the Project authority does not answer, retrying",
     }
 )
 
@@ -63,10 +73,13 @@ NATIVE_WAIT_TEXTS = MappingProxyType(
 
 
 def site_wait_text(code: str) -> str:
-    """``Site: <text>`` for a waiting reason (a deferral or Execution Core's own code);
-    an uncatalogued code is named, never explained with guessed words; "" for none."""
+    """``Site: <text>`` for a waiting reason (a deferral or Execution Core's own code),
+    ``planning: <text>`` for a planning wait; an uncatalogued code is named, never
+    explained with guessed words; "" for none."""
     if not code:
         return ""
+    if code in PLANNING_WAIT_TEXTS:
+        return f"planning: {PLANNING_WAIT_TEXTS[code]}"
     known = DEFERRAL_TEXTS.get(code) or CORE_WAIT_TEXTS.get(code)
     return f"Site: {known}" if known else f"Site: waiting ({code})"
 

@@ -79,7 +79,8 @@ async def test_an_attempt_the_site_forgets_ends_lost_after_the_period_and_frees_
     assert waiting.phase != "terminal" and waiting.observation_confidence == "uncertain"
     queued_id = await stack.launch()  # held by the concurrent-Run limit meanwhile
     await asyncio.sleep(0.5)
-    assert (await stack.get(queued_id)).phase == "accepted"
+    queued = await stack.get(queued_id)
+    assert (queued.phase, queued.waiting_reason) == ("accepted", "concurrent-run-limit")
     assert await _active(stack) == 1
 
     run = await stack.terminal(lost_id, timeout=30)

@@ -28,8 +28,8 @@ def test_every_deferral_code_has_a_text():
 
 
 def test_execution_cores_own_waiting_codes_have_a_text():
-    own = {v for k, v in vars(reasons).items() if k.startswith("WAIT_ATTEMPT")}
-    assert own and own <= set(waiting.CORE_WAIT_TEXTS)
+    own = {v for k, v in vars(reasons).items() if k.startswith("WAIT_")}
+    assert own == set(waiting.CORE_WAIT_TEXTS) | set(waiting.PLANNING_WAIT_TEXTS)
 
 
 @pytest.mark.parametrize(
@@ -47,6 +47,7 @@ def test_execution_cores_own_waiting_codes_have_a_text():
         ("attempt-unknown-at-site", "", "", "Site: does not know this Attempt, asking again "
          "(it ends lost after the reconciliation period)"),
         ("some-new-code", "", "", "Site: waiting (some-new-code)"),
+        ("concurrent-run-limit", "", "", "planning: the concurrent-Run limit is reached, waiting for a slot"),
         ("", "kubernetes-new-wait", "Pending", "pending: waiting (kubernetes-new-wait)"),
         ("", "", "RUNNING", ""),
     ],

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from execution_core.domain import reasons
+from execution_core.domain import observations, reasons
 from execution_core.domain import reconciliation as rec
 from execution_core.domain import states as s
 
@@ -178,78 +178,6 @@ def _first(cmds: tuple[CommandFact, ...], kind: str) -> CommandFact | None:
     return None
 
 
-@dataclass
-class _Observed:
-    phase: str = ""
-    native_state: str = ""
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    terminal: dict[str, Any] | None = None  # observation with terminal phase (observe only)
-    latest: CommandFact | None = None  # latest observe with a result
-    output_commit: str = ""
-    endpoint: str = ""
-    native_wait: str = ""
-    native_stage: str = ""
-
-
-def _observe(attempt: AttemptView, stop: CommandFact | None) -> _Observed:
-    """Merge the Attempt's observations without ever moving backwards."""
-    out = _Observed()
-    rank = -1
-    for c in sorted(attempt.commands, key=lambda c: c.seq):
-        if c.outcome is None:
-            continue
-        if c.native_jobs:
-            jobs = {j.get("stage", ""): j for j in out.jobs}
-            for j in c.native_jobs:
-                jobs[j.get("stage", "")] = dict(j)
-            out.jobs = list(jobs.values())
-        obs = c.observation or {}
-        if c.kind == "observe":
-            out.latest = c
-        phase = obs.get("phase") or ""
-        if not phase:
-            continue
-        if obs.get("output_commit"):
-            out.output_commit = str(obs["output_commit"])
-        if obs.get("endpoint"):
-            out.endpoint = str(obs["endpoint"])
-        if phase in s.OBS_TERMINAL:
-            # Terminal evidence: only an observe, and after a stop only a later observe.
-            if c.kind != "observe" or (stop is not None and c.seq < stop.seq):
-                continue
-            if out.terminal is None:
-                out.terminal = obs
-        r = s.OBS_RANK.get(phase, 0)
-        if phase == s.OBS_UNKNOWN:
-            continue  # evidence of nothing; confidence shows it
-        if r >= rank:
-            rank = r
-            out.phase = phase
-            out.native_state = str(obs.get("native_state") or "")
-            out.native_wait = str(obs.get("native_wait") or "")[:64]
-            out.native_stage = str(obs.get("native_stage") or "")[:64]
-    if out.terminal is not None:
-        out.phase = out.terminal["phase"]
-        out.native_state = str(out.terminal.get("native_state") or out.native_state)
-        out.native_wait = ""
-        out.native_stage = str(out.terminal.get("native_stage") or out.native_stage)[:64]
-    return out
-
-
-def _exit_facts(obs: dict[str, Any] | None) -> dict[str, Any]:
-    if not obs:
-        return {}
-    failure = obs.get("failure") or {}
-    facts = {
-        "exit_code": obs.get("exit_code", failure.get("exit_code")),
-        "signal": obs.get("signal", failure.get("signal")),
-        "failure_stage": failure.get("stage") or "",
-        "failure_code": failure.get("code") or "",
-        "scheduler_state": failure.get("scheduler_state") or "",
-    }
-    return {k: v for k, v in facts.items() if v not in (None, "")}
-
-
 def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) -> Decision:
     """Decide the Run's next step from its saved facts and PostgreSQL's ``now``.
 
@@ -270,7 +198,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
     prep_kind, start_kind, stop_kind = kinds(run.family)
     cmds = attempt.commands
     prep, start, stop = _first(cmds, prep_kind), _first(cmds, start_kind), _first(cmds, stop_kind)
-    obs = _observe(attempt, stop)
+    obs = observations.merge(attempt.commands, stop)
     d = Decision(
         phase=run.phase,
         desired_state=run.desired_state,
@@ -328,7 +256,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             t=t,
         )
     if obs.terminal is not None:
-        d.exit = _exit_facts(obs.terminal)
+        d.exit = observations.exit_facts(obs.terminal)
         d.attempt.exit = d.exit
         phase = obs.terminal["phase"]
         if phase == s.OBS_SUCCEEDED:
