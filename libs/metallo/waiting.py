@@ -46,7 +46,7 @@ PLANNING_WAIT_TEXTS = MappingProxyType(
     }
 )
 
-#: Native-wait codes (the same texts as the Site Runtime's catalogue).
+#: Native-wait codes: the texts of the Site Runtime's catalogue (``native_waits.py``).
 NATIVE_WAIT_TEXTS = MappingProxyType(
     {
         "slurm-resources": "waiting for resources",

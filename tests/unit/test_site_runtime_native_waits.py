@@ -76,6 +76,14 @@ def test_a_kubernetes_reason_maps_to_its_code(reason, code):
     assert kubernetes_wait(reason) == code
 
 
+def test_every_code_the_maps_give_is_catalogued():
+    from site_runtime.domain import native_waits
+
+    given = set(native_waits._SLURM_EXACT.values()) | set(native_waits._KUBERNETES.values())
+    given |= {code for _, code in native_waits._SLURM_PREFIXES}
+    assert given | {SLURM_OTHER} == set(native_waits.NATIVE_WAIT_CODES)
+
+
 def test_every_code_has_a_fixed_text_and_a_codes_shape():
     import re
 

@@ -12,13 +12,13 @@ import pytest
 from execution_core.domain import reasons
 from metallo import waiting
 from site_runtime.domain.deferrals import DEFERRALS
-from site_runtime.domain.native_waits import NATIVE_WAITS
+from site_runtime.domain.native_waits import NATIVE_WAIT_CODES, NATIVE_WAITS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_native_wait_code_has_the_runtimes_text():
-    assert dict(waiting.NATIVE_WAIT_TEXTS) == dict(NATIVE_WAITS)
+def test_every_native_wait_code_has_a_text_and_no_text_lacks_its_code():
+    assert set(waiting.NATIVE_WAIT_TEXTS) == set(NATIVE_WAIT_CODES) == set(NATIVE_WAITS)
 
 
 def test_every_deferral_code_has_a_text():

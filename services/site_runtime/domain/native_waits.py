@@ -5,41 +5,47 @@ An observation of native work that is pending carries ``native_wait``: one code 
 :data:`NATIVE_WAITS` (docs/site-commands.md). :func:`slurm_wait` maps a Slurm job's
 ``Reason`` (``state_reason`` in slurmrestd's job record, ``squeue -o %r``) to a code;
 :func:`kubernetes_wait` maps a Pod condition's or container state's reason. Codes
-are stable; the texts are the member-facing ones, and ``libs/metallo/waiting.py``
-(what Execution Core and the CLI show) holds the same text for every code — a unit
-test fails when the two disagree.
+are stable; each code's fixed member-facing text lives in ``metallo.waiting`` (what
+Execution Core and the CLI show), and :data:`NATIVE_WAITS` pairs them.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from metallo.waiting import NATIVE_WAIT_TEXTS
+
 SLURM_OTHER = "slurm-other"
 
-#: code -> the fixed member-facing text.
-NATIVE_WAITS = MappingProxyType(
+#: The catalogue: every code an observation's ``native_wait`` may carry.
+NATIVE_WAIT_CODES = frozenset(
     {
-        "slurm-resources": "waiting for resources",
-        "slurm-priority": "waiting: other jobs have priority",
-        "slurm-dependency": "waiting for the stage before it",
-        "slurm-dependency-never-satisfied": "cannot start: the stage before it did not succeed",
-        "slurm-begin-time": "waiting for its start time",
-        "slurm-held-user": "held by its owner",
-        "slurm-held-admin": "held by a Site administrator",
-        "slurm-nodes-unavailable": "waiting: the nodes it needs are not available",
-        "slurm-partition-unavailable": "waiting: the partition is down or inactive",
-        "slurm-partition-limit": "waiting: the request exceeds a limit of the partition",
-        "slurm-qos-limit": "waiting: a quality-of-service limit is reached",
-        "slurm-association-limit": "waiting: a limit of the Project's account is reached",
-        "slurm-reservation": "waiting for a reservation",
-        "slurm-licenses": "waiting for licences",
-        SLURM_OTHER: "waiting in the Site's scheduler",
-        "kubernetes-unschedulable": "waiting: no node can take it yet",
-        "kubernetes-image-pull": "waiting: the container image cannot be pulled",
-        "kubernetes-container-config": "waiting: the container's configuration is incomplete",
-        "kubernetes-crash-loop": "restarting: the container keeps exiting",
+        "slurm-resources",
+        "slurm-priority",
+        "slurm-dependency",
+        "slurm-dependency-never-satisfied",
+        "slurm-begin-time",
+        "slurm-held-user",
+        "slurm-held-admin",
+        "slurm-nodes-unavailable",
+        "slurm-partition-unavailable",
+        "slurm-partition-limit",
+        "slurm-qos-limit",
+        "slurm-association-limit",
+        "slurm-reservation",
+        "slurm-licenses",
+        SLURM_OTHER,
+        "kubernetes-unschedulable",
+        "kubernetes-image-pull",
+        "kubernetes-container-config",
+        "kubernetes-crash-loop",
     }
 )
+
+#: code -> its fixed member-facing text (one text per code, kept in the shared
+#: library so Execution Core and the CLI show the same words; a code without one
+#: fails here, at import).
+NATIVE_WAITS = MappingProxyType({code: NATIVE_WAIT_TEXTS[code] for code in sorted(NATIVE_WAIT_CODES)})
 
 # Exact Slurm reasons (job_reason strings of Slurm 22.05, slurm/src/common/slurm_protocol_defs.c).
 _SLURM_EXACT = MappingProxyType(
