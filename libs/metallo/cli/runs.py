@@ -119,6 +119,9 @@ def print_run(run: ec.Run) -> None:
         stage = run.attempts[-1].exit.failure_stage or "compute"
         err.print(f"next: `metallo run logs {run.run_id} --stage {stage}` shows what it wrote",
                   markup=False)
+    elif run.outcome == "lost":
+        err.print("next: the Site no longer knew its Attempt, so nothing says whether the work "
+                  "ran; check at the Site before launching it again", markup=False)
 
 
 def _run(coro):
