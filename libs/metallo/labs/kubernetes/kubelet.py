@@ -29,7 +29,9 @@ from metallo.labs.kubernetes.containers import (
     ConfigError,
     container_argv,
     container_env,
+    forget,
     home_of,
+    kill_leftovers,
     start_process,
 )
 from metallo.labs.kubernetes.pod_logs import log_file
@@ -62,7 +64,17 @@ class Kubelet:
         self.processes: dict[tuple[str, str], asyncio.subprocess.Process] = {}
         self.pending: set[str] = set()  # not yet scheduled
         self.unconfigured: set[str] = set()  # waiting for a Secret, ConfigMap or PVC
+        self.registry = root / "run" / "containers"
         store.listeners.append(self._on_event)
+
+    def reset(self) -> None:
+        """Before serving: kill what a killed predecessor left running and remove its Pod
+        and volume directories (no object names them any more: the store starts empty)."""
+        killed = kill_leftovers(self.registry)
+        if killed:
+            log.warning("killed %d container process group(s) a previous lab left running", killed)
+        for leftover in (self.root / "pods", self.root / "volumes"):
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def pod_dir(self, uid: str) -> Path:
         return self.root / "pods" / uid
@@ -351,7 +363,7 @@ class Kubelet:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as out:  # noqa: ASYNC230 - a local append-only file
             started_at = rfc3339()
-            started = await start_process(spec, out)
+            started = await start_process(spec, out, self.registry)
             proc = started.process
             self.processes[(uid, c.name)] = proc
             c.container_id = f"metallo-lab://{uid}/{c.name}/{c.restart_count}"
@@ -363,6 +375,7 @@ class Kubelet:
                 await asyncio.gather(*proc._copiers)  # type: ignore[attr-defined]
             finally:
                 self.processes.pop((uid, c.name), None)
+                forget(self.registry, proc.pid)
         terminated: dict = {"startedAt": started_at, "finishedAt": rfc3339(), "containerID": c.container_id}
         if started.start_error is not None:
             terminated.update(exitCode=128, reason="StartError", message=_start_message(started.start_error, argv))

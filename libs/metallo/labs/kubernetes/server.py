@@ -112,6 +112,7 @@ class Lab:
         images = [p.strip() for p in os.environ.get("METALLO_K8S_LAB_IMAGES", ",".join(DEFAULT_IMAGES)).split(",")
                   if p.strip()]
         kubelet = Kubelet(self.store, self.state, images, self.port)
+        kubelet.reset()
         self.kubelet = kubelet
         jobs, pvcs, gc, quotas = (JobController(self.store), PvcController(self.store, self.state / "volumes"),
                                   GarbageCollector(self.store), QuotaController(self.store))
