@@ -38,8 +38,9 @@ from metallo.labs.kubernetes.pod_logs import log_file
 from metallo.labs.kubernetes.pod_status import ContainerRecord, PodRecord, qos_class
 from metallo.labs.kubernetes.resources import NODES, PODS, PVCS
 from metallo.labs.kubernetes.scheduler import NODE_NAME, unfit_reason
-from metallo.labs.kubernetes.store import Store, WatchEvent
+from metallo.labs.kubernetes.store import Store
 from metallo.labs.kubernetes.volumes import VolumeError, prepare_volumes
+from metallo.labs.kubernetes.watches import WatchEvent
 
 log = logging.getLogger("metallo.labs.kubernetes.kubelet")
 RETRY_SECONDS = 1.0
