@@ -231,3 +231,12 @@ def kill_leftovers(registry: Path) -> int:
                 pass
         entry.unlink(missing_ok=True)
     return killed
+
+
+def start_message(error: str, argv: list[str]) -> str:
+    """The ``terminated.message`` of a ``StartError``, worded as containerd/runc word it."""
+    if error.startswith("FileNotFoundError"):
+        return (f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
+                f'runc create failed: unable to start container process: exec: "{argv[0]}": '
+                f"executable file not found in $PATH: unknown")
+    return f"failed to create containerd task: failed to start container process: {error}"

@@ -32,6 +32,7 @@ from metallo.labs.kubernetes.containers import (
     forget,
     home_of,
     kill_leftovers,
+    start_message,
     start_process,
 )
 from metallo.labs.kubernetes.pod_logs import log_file
@@ -176,6 +177,8 @@ class Kubelet:
         self.pending.add(uid)
         while True:
             pod = self._pod(ns, name, uid)
+            if pod["metadata"].get("deletionTimestamp"):
+                raise PodGone()  # deleted before it was bound: it never runs
             if (pod.get("spec") or {}).get("nodeName"):
                 break
             reason = self._claims_missing(pod)
@@ -220,11 +223,21 @@ class Kubelet:
         return None
 
     async def _run_pod(self, ns: str, name: str, uid: str, rec: PodRecord) -> None:
+        """Run the containers, then keep the Pod's files (logs) until it is deleted."""
+        await self._run_containers(ns, name, uid, rec)
+        pod = self.store.peek(PODS, ns, name)
+        if pod is not None and pod["metadata"]["uid"] == uid and self._stopping(pod, rec):
+            await self._stop_pod(ns, name, uid, rec, pod)
+        while (pod := self.store.peek(PODS, ns, name)) is not None and pod["metadata"]["uid"] == uid \
+                and not pod["metadata"].get("deletionTimestamp"):
+            await self._sleep(uid, 60.0)
+
+    async def _run_containers(self, ns: str, name: str, uid: str, rec: PodRecord) -> None:
         pod_dir = self.pod_dir(uid)
         while True:
             pod = self._pod(ns, name, uid)
             if self._stopping(pod, rec):
-                return await self._stop_pod(ns, name, uid, rec, pod)
+                return
             try:
                 mounts = prepare_volumes(self.store, pod, pod_dir, self.root / "volumes")
                 break
@@ -244,15 +257,8 @@ class Kubelet:
             for c in rec.main:
                 c.state = {"waiting": {"reason": "ContainerCreating"}}
             self._publish(ns, name, uid, rec)
-        results = await asyncio.gather(*(self._run_container(ns, name, uid, rec, c_spec, c, mounts)
-                                         for c_spec, c in zip(pod["spec"]["containers"], rec.main, strict=True)))
-        del results
-        pod = self.store.peek(PODS, ns, name)
-        if pod is not None and pod["metadata"]["uid"] == uid and self._stopping(pod, rec):
-            await self._stop_pod(ns, name, uid, rec, pod)
-        while (pod := self.store.peek(PODS, ns, name)) is not None and pod["metadata"]["uid"] == uid \
-                and not pod["metadata"].get("deletionTimestamp"):
-            await self._sleep(uid, 60.0)  # keep logs until the Pod is deleted
+        await asyncio.gather(*(self._run_container(ns, name, uid, rec, c_spec, c, mounts)
+                               for c_spec, c in zip(pod["spec"]["containers"], rec.main, strict=True)))
 
     async def _wait_or_stop(self, ns: str, name: str, uid: str, rec: PodRecord,
                             proc: asyncio.subprocess.Process) -> int:
@@ -379,7 +385,7 @@ class Kubelet:
                 forget(self.registry, proc.pid)
         terminated: dict = {"startedAt": started_at, "finishedAt": rfc3339(), "containerID": c.container_id}
         if started.start_error is not None:
-            terminated.update(exitCode=128, reason="StartError", message=_start_message(started.start_error, argv))
+            terminated.update(exitCode=128, reason="StartError", message=start_message(started.start_error, argv))
             code = 128
         elif code < 0:
             terminated.update(exitCode=128 - code, signal=-code, reason="Error")
@@ -390,10 +396,3 @@ class Kubelet:
         self._publish(ns, name, uid, rec)
         return code
 
-
-def _start_message(error: str, argv: list[str]) -> str:
-    if error.startswith("FileNotFoundError"):
-        return (f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
-                f'runc create failed: unable to start container process: exec: "{argv[0]}": '
-                f"executable file not found in $PATH: unknown")
-    return f"failed to create containerd task: failed to start container process: {error}"
