@@ -147,12 +147,13 @@ class Started:
 
     process: asyncio.subprocess.Process
     start_error: str | None
+    copiers: list[asyncio.Future]  # the output copies; done once the process closed both pipes
 
 
 async def start_process(spec: dict, log_out: object, registry: Path) -> Started:
     """Start ``spec`` (see :mod:`container_init`) and copy its output into ``log_out``;
     the process group is recorded in ``registry`` (see :func:`kill_leftovers`)."""
-    from metallo.labs.kubernetes.pod_logs import copy_stream
+    from metallo.labs.kubernetes.pod_logs import MAX_LOG_BYTES, copy_stream
 
     spec_r, spec_w = os.pipe()
     status_r, status_w = os.pipe()
@@ -173,9 +174,10 @@ async def start_process(spec: dict, log_out: object, registry: Path) -> Started:
     await loop.run_in_executor(None, _write_all, spec_w, data)
     status = await loop.run_in_executor(None, _read_all, status_r)
     assert process.stdout is not None and process.stderr is not None
-    process._copiers = [asyncio.ensure_future(copy_stream(process.stdout, "stdout", log_out)),  # type: ignore[attr-defined]
-                        asyncio.ensure_future(copy_stream(process.stderr, "stderr", log_out))]
-    return Started(process, status.decode("utf-8", "replace") or None)
+    budget = [MAX_LOG_BYTES]
+    copiers = [asyncio.ensure_future(copy_stream(process.stdout, "stdout", log_out, budget)),
+               asyncio.ensure_future(copy_stream(process.stderr, "stderr", log_out, budget))]
+    return Started(process, status.decode("utf-8", "replace") or None, copiers)
 
 
 def _write_all(fd: int, data: bytes) -> None:

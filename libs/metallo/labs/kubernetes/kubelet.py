@@ -379,7 +379,7 @@ class Kubelet:
                 self._publish(ns, name, uid, rec)
             try:
                 code = await self._wait_or_stop(ns, name, uid, rec, proc)
-                await asyncio.gather(*proc._copiers)  # type: ignore[attr-defined]
+                await asyncio.gather(*started.copiers)
             finally:
                 self.processes.pop((uid, c.name), None)
                 forget(self.registry, proc.pid)
