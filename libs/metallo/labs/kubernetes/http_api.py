@@ -243,7 +243,10 @@ class KubernetesApi:
         if target.subresource == "status":
             new = {**current, "status": new.get("status", {})}
         if not (isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion")):
-            new.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+            # A patch without a resourceVersion applies to the current object (never in place:
+            # unpatched parts of ``new`` are the stored object's own).
+            new = {**new, "metadata": {**(new.get("metadata") or {}),
+                                       "resourceVersion": current["metadata"]["resourceVersion"]}}
         return _json(self.store.update(target.rtype, target.namespace, target.name, new, user,
                                        subresource=target.subresource, dry_run=dry_run))
 
