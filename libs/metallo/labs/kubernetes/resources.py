@@ -68,6 +68,8 @@ RESOURCES: tuple[ResourceType, ...] = (
                  False, "clusterrolebinding"),
     ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
                  "inferenceservice", True, ("isvc",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+                 "selfsubjectaccessreview"),
 )
 
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
@@ -106,3 +108,4 @@ NAMESPACES = lookup("", "v1", "namespaces")
 NODES = lookup("", "v1", "nodes")
 QUOTAS = lookup("", "v1", "resourcequotas")
 EVENTS = lookup("", "v1", "events")
+ACCESS_REVIEWS = lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
