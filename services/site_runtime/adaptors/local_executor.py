@@ -40,6 +40,7 @@ from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, Stage
 from site_runtime.adaptors.local_processes import StageProcesses
 from site_runtime.adaptors.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
 from site_runtime.application.native_ends import NativeEndNotices
 from site_runtime.application.ports import CommandResult, Deferred, NativeEndNotice, SiteCommand
@@ -121,7 +122,17 @@ class LocalExecutor:
         self._grants = grants
         # Read permits come from the same Site edge as execution authority by default.
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.commands = JournaledExecutor(
+            journal,
+            {
+                "prepare": self._prepare,
+                "start": self._start,
+                "observe": self._observe,
+                "cancel": self._cancel,
+                "read-log": self._read_log,
+            },
+            unlocked=("observe",),  # it starts waiting Attempts, which takes their locks
+        )
         self.processes = StageProcesses()
         self._task: asyncio.Task | None = None
         self._wakeups: StageWakeups | None = None
@@ -145,7 +156,7 @@ class LocalExecutor:
         self.releases.grants = value
 
     def _lock(self, attempt_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(attempt_id, asyncio.Lock())
+        return self.commands.lock(attempt_id)
 
     def _set_state(self, attempt_id: str, state: str, cancel_result: str | None = None) -> None:
         """Every change of an Attempt's journal state goes through here: once a
@@ -325,46 +336,45 @@ class LocalExecutor:
         ``unsupported-local-inputs``, ``local-wall-time-above-limit``, ``material-changed``,
         ``authorisation-refused``. Deferrals: ``authority-unavailable``,
         ``workspace-unavailable``."""
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            try:
-                if not _ID.match(command.attempt_id) or not _ID.match(command.run_id):
-                    raise InvalidMaterial("invalid-material", "malformed run or attempt id")
-                if command.payload.get("family", "queued-batch") != "queued-batch":
-                    raise InvalidMaterial(
-                        "invalid-material", "the local executor runs queued-batch actions only"
-                    )
-                job = parse_job(command.payload, self.settings.max_wall_seconds)
-            except InvalidMaterial as refusal:
-                return self._save(command, "refused", code=refusal.code, message=str(refusal))
-            existing = self.journal.attempt(command.attempt_id)
-            if existing is not None and existing.material != command.payload:
-                return self._save(
-                    command,
-                    "refused",
-                    code="material-changed",
-                    message="the Attempt was prepared with other material",
+        return await self.commands.run("prepare", command)
+
+    async def _prepare(self, command: SiteCommand) -> CommandResult:
+        try:
+            if not _ID.match(command.attempt_id) or not _ID.match(command.run_id):
+                raise InvalidMaterial("invalid-material", "malformed run or attempt id")
+            if command.payload.get("family", "queued-batch") != "queued-batch":
+                raise InvalidMaterial(
+                    "invalid-material", "the local executor runs queued-batch actions only"
                 )
-            refused = await self._authorise(command.run_id, command.attempt_id, job)
-            if refused is not None:
-                return self._save(command, "refused", code="authorisation-refused", message=refused)
-            workspace = Path(self.settings.workspace_root) / command.attempt_id
-            try:
-                for path in (workspace, workspace / "logs", workspace / "control"):
-                    path.mkdir(mode=0o700, exist_ok=True)
-                    os.chmod(path, 0o700)
-            except OSError:
-                raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
-            row = self.journal.insert_attempt(
-                command.attempt_id,
-                command.run_id,
-                command.attempt_number,
-                command.payload,
-                workspace,
+            job = parse_job(command.payload, self.settings.max_wall_seconds)
+        except InvalidMaterial as refusal:
+            return self._save(command, "refused", code=refusal.code, message=str(refusal))
+        existing = self.journal.attempt(command.attempt_id)
+        if existing is not None and existing.material != command.payload:
+            return self._save(
+                command,
+                "refused",
+                code="material-changed",
+                message="the Attempt was prepared with other material",
             )
-            return self._save(command, "succeeded", row=row)
+        refused = await self._authorise(command.run_id, command.attempt_id, job)
+        if refused is not None:
+            return self._save(command, "refused", code="authorisation-refused", message=refused)
+        workspace = Path(self.settings.workspace_root) / command.attempt_id
+        try:
+            for path in (workspace, workspace / "logs", workspace / "control"):
+                path.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(path, 0o700)
+        except OSError:
+            raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
+        row = self.journal.insert_attempt(
+            command.attempt_id,
+            command.run_id,
+            command.attempt_number,
+            command.payload,
+            workspace,
+        )
+        return self._save(command, "succeeded", row=row)
 
     async def start(self, command: SiteCommand) -> CommandResult:
         """Authorise again and launch stage-in (a repository grant is issued for it) — or,
@@ -373,54 +383,44 @@ class LocalExecutor:
         :meth:`start_waiting`. Refusals: ``attempt-not-prepared``,
         ``attempt-deadline-passed``, ``authorisation-refused``. Deferrals:
         ``authority-unavailable``, ``repository-unavailable``."""
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            row = self.journal.attempt(command.attempt_id)
-            if row is None:
-                return self._save(
-                    command,
-                    "refused",
-                    code="attempt-not-prepared",
-                    message="the Attempt was not prepared at this Runtime",
-                )
-            if row.state == "prepared":
-                if not self._has_slot() or self.journal.waiting_attempts():
-                    # Accepted now, launched when a slot frees (start_waiting): a
-                    # deferral here would hold the Site's whole ordered stream — every
-                    # other Run's observe, cancel and log read — behind this start.
-                    if parse_job(row.material).deadline_passed(datetime.now(UTC)):
-                        return self._save(
-                            command,
-                            "refused",
-                            code="attempt-deadline-passed",
-                            message="the Attempt's deadline has passed; nothing was started",
-                        )
-                    self._set_state(row.attempt_id, "waiting")
-                    log.info("attempt %s: waiting for a free slot", row.attempt_id)
-                    return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
-                refusal = await self._begin(row)
-                if refusal is not None:
-                    code, message = refusal
-                    return self._save(command, "refused", code=code, message=message)
-            row = self.journal.attempt(command.attempt_id)
-            assert row is not None
-            if row.state not in TERMINAL:
-                await self._advance(row, raise_deferrals=True)
-            return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+        return await self.commands.run("start", command)
+
+    async def _start(self, command: SiteCommand) -> CommandResult:
+        row = self.journal.attempt(command.attempt_id)
+        assert row is not None
+        if row.state == "prepared":
+            if not self._has_slot() or self.journal.waiting_attempts():
+                # Accepted now, launched when a slot frees (start_waiting): a
+                # deferral here would hold the Site's whole ordered stream — every
+                # other Run's observe, cancel and log read — behind this start.
+                if parse_job(row.material).deadline_passed(datetime.now(UTC)):
+                    return self._save(
+                        command,
+                        "refused",
+                        code="attempt-deadline-passed",
+                        message="the Attempt's deadline has passed; nothing was started",
+                    )
+                self._set_state(row.attempt_id, "waiting")
+                log.info("attempt %s: waiting for a free slot", row.attempt_id)
+                return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
+            refusal = await self._begin(row)
+            if refusal is not None:
+                code, message = refusal
+                return self._save(command, "refused", code=code, message=message)
+        row = self.journal.attempt(command.attempt_id)
+        assert row is not None
+        if row.state not in TERMINAL:
+            await self._advance(row, raise_deferrals=True)
+        return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
 
     async def observe(self, command: SiteCommand) -> CommandResult:
         """Advance the Attempt from its stage processes and report its phase."""
+        return await self.commands.run("observe", command)
+
+    async def _observe(self, command: SiteCommand) -> CommandResult:
         async with self._lock(command.attempt_id):
             row = self.journal.attempt(command.attempt_id)
-            if row is None:
-                return CommandResult(
-                    command.command_id,
-                    "refused",
-                    "attempt-not-prepared",
-                    "the Attempt was not prepared at this Runtime",
-                )
+            assert row is not None
             waiting = row.state == "waiting"
             if row.state not in TERMINAL and row.state not in ("prepared", "waiting"):
                 await self._advance(row, raise_deferrals=False)
@@ -437,49 +437,34 @@ class LocalExecutor:
         grace period, record ``cancelled`` and never launch a later stage. The exact
         result (message ``accepted``, ``already-terminal`` or ``not-found``) is saved
         and replayed."""
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            row = self.journal.attempt(command.attempt_id)
-            if row is None:
-                return self._save(command, "succeeded", message="not-found")
-            if row.state in TERMINAL:
-                await self._release_grants(row.attempt_id)
-                # A cancellation accepted before a restart keeps its answer.
-                answer = "accepted" if row.cancel_result else "already-terminal"
-                return self._save(command, "succeeded", message=answer, row=row)
-            # The intent first: a restart during the kill finishes the cancellation.
-            self._set_state(row.attempt_id, row.state, cancel_result="accepted")
-            await self._stop_stage(row)
-            row = self.journal.attempt(row.attempt_id)
-            assert row is not None
-            if row.state not in TERMINAL:
-                self._set_state(row.attempt_id, "cancelled")
+        return await self.commands.run("cancel", command)
+
+    async def _cancel(self, command: SiteCommand) -> CommandResult:
+        row = self.journal.attempt(command.attempt_id)
+        if row is None:
+            return self._save(command, "succeeded", message="not-found")
+        if row.state in TERMINAL:
             await self._release_grants(row.attempt_id)
-            return self._save(
-                command, "succeeded", message="accepted", row=self.journal.attempt(row.attempt_id)
-            )
+            # A cancellation accepted before a restart keeps its answer.
+            answer = "accepted" if row.cancel_result else "already-terminal"
+            return self._save(command, "succeeded", message=answer, row=row)
+        # The intent first: a restart during the kill finishes the cancellation.
+        self._set_state(row.attempt_id, row.state, cancel_result="accepted")
+        await self._stop_stage(row)
+        row = self.journal.attempt(row.attempt_id)
+        assert row is not None
+        if row.state not in TERMINAL:
+            self._set_state(row.attempt_id, "cancelled")
+        await self._release_grants(row.attempt_id)
+        return self._save(
+            command, "succeeded", message="accepted", row=self.journal.attempt(row.attempt_id)
+        )
 
     async def recover(self, command: SiteCommand) -> CommandResult:
         """Finish a command dispatched before a restart: every method here is idempotent
         by the journal (saved results, launch intents, claim files), so the command is
         simply handled again; a cancellation whose intent was saved completes."""
-        handler = {
-            "prepare": self.prepare,
-            "start": self.start,
-            "observe": self.observe,
-            "cancel": self.cancel,
-            "read-log": self.read_log,
-        }.get(command.kind)
-        if handler is None:
-            return CommandResult(
-                command.command_id,
-                "refused",
-                "unsupported-command-kind",
-                f"the local executor does not execute {command.kind!r}",
-            )
-        return await handler(command)
+        return await self.commands.recover(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
         """The tail of one stage's Attempt-scoped log (or, with ``offset``, the log from
@@ -490,17 +475,14 @@ class LocalExecutor:
         Refusals: ``unknown-stage``,
         ``attempt-not-prepared`` and those of :func:`permitted_read`. It takes no
         Attempt lock, so a read never waits behind an Attempt being advanced."""
+        return await self.commands.run("read-log", command)
+
+    async def _read_log(self, command: SiteCommand) -> CommandResult:
         stage = command.payload.get("stage", "compute")
         if stage not in NEXT_STAGE:
             return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
         row = self.journal.attempt(command.attempt_id)
-        if row is None:
-            return CommandResult(
-                command.command_id,
-                "refused",
-                "attempt-not-prepared",
-                "the Attempt was not prepared at this Runtime",
-            )
+        assert row is not None
         logs = row.workspace / "logs"
 
         async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:

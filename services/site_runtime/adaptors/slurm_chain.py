@@ -71,64 +71,61 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         ``slurm-wall-time-above-limit``, ``unsupported-slurm-inputs``,
         ``invalid-material``, ``binding-changed``.
         """
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            try:
-                record = prepared_record(command, self.settings, self.clock)
-            except Refusal as refusal:
-                return self._save(
-                    command,
-                    CommandResult(command.command_id, "refused", refusal.code, str(refusal)),
-                )
-            existing = self.journal.attempt(command.attempt_id)
-            if existing is None:
-                refused = await self._authorise(command.run_id, command.attempt_id, record)
-                if refused is not None:
-                    return self._save(
-                        command,
-                        CommandResult(
-                            command.command_id, "refused", "authorisation-refused", refused
-                        ),
-                    )
-            if existing is not None:
-                if existing.record["binding"] != record["binding"]:
-                    return self._save(
-                        command,
-                        CommandResult(
-                            command.command_id,
-                            "refused",
-                            "binding-changed",
-                            "the member binding differs from the saved one",
-                        ),
-                    )
-                if existing.record["material_digest"] != record["material_digest"]:
-                    return self._save(
-                        command,
-                        CommandResult(
-                            command.command_id,
-                            "refused",
-                            "idempotency-conflict",
-                            "the Attempt was prepared with other material",
-                        ),
-                    )
-            else:
-                self.journal.create_attempt(
-                    attempt_id=command.attempt_id,
-                    run_id=command.run_id,
-                    attempt_number=command.attempt_number,
-                    site_id=command.site_id,
-                    record=record,
-                    stages=STAGES,
-                )
-            att = self._attempt(command.attempt_id)
+        return await self.commands.run("prepare", command)
+
+    async def _prepare(self, command: SiteCommand) -> CommandResult:
+        try:
+            record = prepared_record(command, self.settings, self.clock)
+        except Refusal as refusal:
             return self._save(
                 command,
-                CommandResult(
-                    command.command_id, "succeeded", observation=self._observation(att, "prepared")
-                ),
+                CommandResult(command.command_id, "refused", refusal.code, str(refusal)),
             )
+        existing = self.journal.attempt(command.attempt_id)
+        if existing is None:
+            refused = await self._authorise(command.run_id, command.attempt_id, record)
+            if refused is not None:
+                return self._save(
+                    command,
+                    CommandResult(command.command_id, "refused", "authorisation-refused", refused),
+                )
+        if existing is not None:
+            if existing.record["binding"] != record["binding"]:
+                return self._save(
+                    command,
+                    CommandResult(
+                        command.command_id,
+                        "refused",
+                        "binding-changed",
+                        "the member binding differs from the saved one",
+                    ),
+                )
+            if existing.record["material_digest"] != record["material_digest"]:
+                return self._save(
+                    command,
+                    CommandResult(
+                        command.command_id,
+                        "refused",
+                        "idempotency-conflict",
+                        "the Attempt was prepared with other material",
+                    ),
+                )
+        else:
+            self.journal.create_attempt(
+                attempt_id=command.attempt_id,
+                run_id=command.run_id,
+                attempt_number=command.attempt_number,
+                site_id=command.site_id,
+                record=record,
+                stages=STAGES,
+            )
+        att = self._attempt(command.attempt_id)
+        return self._save(
+            command,
+            CommandResult(
+                command.command_id, "succeeded", observation=self._observation(att, "prepared")
+            ),
+        )
 
     async def start(self, command: SiteCommand) -> CommandResult:
         """Submit stage-in (held, then released) and answer ``queued``.
@@ -139,66 +136,33 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         ``slurm-observation-unavailable``, ``identity-provider-unavailable``,
         ``repository-unavailable``.
         """
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            att = self.journal.attempt(command.attempt_id)
-            if att is None:
-                return CommandResult(
+        return await self.commands.run("start", command)
+
+    async def _start(self, command: SiteCommand) -> CommandResult:
+        att = self._attempt(command.attempt_id)
+        if att.outcome is not None or att.cancel_state is not None:
+            return await self._observe_locked(command, att)
+        stage_in = self.journal.stages(att.attempt_id)["stage-in"]
+        if stage_in.state == "refused":
+            refusal = stage_in.refusal or {}
+            return self._save(
+                command,
+                CommandResult(
                     command.command_id,
                     "refused",
-                    "attempt-not-prepared",
-                    "the Attempt was not prepared at this Site",
-                )
-            if att.outcome is not None or att.cancel_state is not None:
-                return await self._observe_locked(command, att)
-            stage_in = self.journal.stages(att.attempt_id)["stage-in"]
-            if stage_in.state == "refused":
-                refusal = stage_in.refusal or {}
+                    refusal.get("code"),
+                    _refusal_text(refusal.get("code")),
+                ),
+            )
+        if stage_in.state == "prepared":
+            refused = await self._authorise(att.run_id, att.attempt_id, att.record)
+            if refused is not None:
                 return self._save(
                     command,
-                    CommandResult(
-                        command.command_id,
-                        "refused",
-                        refusal.get("code"),
-                        _refusal_text(refusal.get("code")),
-                    ),
+                    CommandResult(command.command_id, "refused", "authorisation-refused", refused),
                 )
-            if stage_in.state == "prepared":
-                refused = await self._authorise(att.run_id, att.attempt_id, att.record)
-                if refused is not None:
-                    return self._save(
-                        command,
-                        CommandResult(
-                            command.command_id, "refused", "authorisation-refused", refused
-                        ),
-                    )
-                deadline = att.record.get("deadline_epoch")
-                if deadline is not None and self.clock() >= deadline:
-                    return self._save(
-                        command,
-                        CommandResult(
-                            command.command_id,
-                            "refused",
-                            "attempt-deadline-passed",
-                            "the Attempt's accepted-work deadline has passed",
-                        ),
-                    )
-            try:
-                credential = await self._credential(att)
-                await self._ensure_submitted(att, "stage-in", None, credential)
-            except SlurmRefused as refused:
-                return self._save(
-                    command,
-                    CommandResult(
-                        command.command_id,
-                        "refused",
-                        refused.code,
-                        _refusal_text(refused.code),
-                    ),
-                )
-            except DeadlinePassed:
+            deadline = att.record.get("deadline_epoch")
+            if deadline is not None and self.clock() >= deadline:
                 return self._save(
                     command,
                     CommandResult(
@@ -208,31 +172,52 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
                         "the Attempt's accepted-work deadline has passed",
                     ),
                 )
-            except MemberTokenRejected as rejected:
-                log.warning(
-                    "attempt %s: member token rejected (%s)", att.attempt_id, rejected.reason
-                )
-                return self._save(
-                    command,
-                    CommandResult(
-                        command.command_id,
-                        "refused",
-                        "member-token-rejected",
-                        f"the member token was refused ({rejected.reason})",
-                    ),
-                )
-            att = self._attempt(att.attempt_id)
+        try:
+            credential = await self._credential(att)
+            await self._ensure_submitted(att, "stage-in", None, credential)
+        except SlurmRefused as refused:
             return self._save(
                 command,
                 CommandResult(
                     command.command_id,
-                    "succeeded",
-                    native_jobs=self._native_jobs(att.attempt_id),
-                    observation=self._observation(
-                        att, "queued", native_state=self._native_state(att.attempt_id)
-                    ),
+                    "refused",
+                    refused.code,
+                    _refusal_text(refused.code),
                 ),
             )
+        except DeadlinePassed:
+            return self._save(
+                command,
+                CommandResult(
+                    command.command_id,
+                    "refused",
+                    "attempt-deadline-passed",
+                    "the Attempt's accepted-work deadline has passed",
+                ),
+            )
+        except MemberTokenRejected as rejected:
+            log.warning("attempt %s: member token rejected (%s)", att.attempt_id, rejected.reason)
+            return self._save(
+                command,
+                CommandResult(
+                    command.command_id,
+                    "refused",
+                    "member-token-rejected",
+                    f"the member token was refused ({rejected.reason})",
+                ),
+            )
+        att = self._attempt(att.attempt_id)
+        return self._save(
+            command,
+            CommandResult(
+                command.command_id,
+                "succeeded",
+                native_jobs=self._native_jobs(att.attempt_id),
+                observation=self._observation(
+                    att, "queued", native_state=self._native_state(att.attempt_id)
+                ),
+            ),
+        )
 
     async def observe(self, command: SiteCommand) -> CommandResult:
         """Observe the chain, submit the next stage when its predecessor completed.
@@ -242,60 +227,38 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         once decided and cleaned up.  One native list request serves every
         Attempt observed within the list cache time.
         """
-        async with self._lock(command.attempt_id):
-            att = self.journal.attempt(command.attempt_id)
-            if att is None:
-                return CommandResult(
-                    command.command_id,
-                    "refused",
-                    "attempt-not-prepared",
-                    "the Attempt was not prepared at this Site",
-                )
-            return await self._observe_locked(command, att)
+        return await self.commands.run("observe", command)
+
+    async def _observe(self, command: SiteCommand) -> CommandResult:
+        return await self._observe_locked(command, self._attempt(command.attempt_id))
 
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Cancel the whole chain, newest job first; the exact result is saved and replayed.
 
         ``message`` is ``accepted``, ``already-terminal`` or ``not-found``.
         """
-        saved = self.journal.result(command.command_id)
-        if saved is not None:
-            return CommandResult(**saved)
-        async with self._lock(command.attempt_id):
-            att = self.journal.attempt(command.attempt_id)
-            if att is None:
-                return self._save(
-                    command, CommandResult(command.command_id, "succeeded", message="not-found")
-                )
-            if att.cancel_result is not None:
-                return self._save(command, self._cancel_result(command, att))
-            if att.cancel_state is None:
-                self.journal.update_attempt(att.attempt_id, cancel_state="requested")
-            self.fault("cancel-intent")
-            att = self._attempt(att.attempt_id)
-            result = await self._cancel_chain(att)
-            self.journal.update_attempt(att.attempt_id, cancel_result=result, cancel_state="done")
-            att = self._attempt(att.attempt_id)
+        return await self.commands.run("cancel", command)
+
+    async def _cancel(self, command: SiteCommand) -> CommandResult:
+        att = self.journal.attempt(command.attempt_id)
+        if att is None:
+            return self._save(
+                command, CommandResult(command.command_id, "succeeded", message="not-found")
+            )
+        if att.cancel_result is not None:
             return self._save(command, self._cancel_result(command, att))
+        if att.cancel_state is None:
+            self.journal.update_attempt(att.attempt_id, cancel_state="requested")
+        self.fault("cancel-intent")
+        att = self._attempt(att.attempt_id)
+        result = await self._cancel_chain(att)
+        self.journal.update_attempt(att.attempt_id, cancel_result=result, cancel_state="done")
+        att = self._attempt(att.attempt_id)
+        return self._save(command, self._cancel_result(command, att))
 
     async def recover(self, command: SiteCommand) -> CommandResult:
         """Finish a command journaled as in flight before a restart (same paths, idempotent)."""
-        handlers = {
-            "prepare": self.prepare,
-            "start": self.start,
-            "observe": self.observe,
-            "cancel": self.cancel,
-            "read-log": self.read_log,
-        }
-        handler = handlers.get(command.kind)
-        if handler is None:
-            return CommandResult(
-                command.command_id,
-                "refused",
-                "unsupported-command",
-                "the slurm executor does not handle this command",
-            )
-        return await handler(command)
+        return await self.commands.recover(command)
 
     async def read_log(self, command: SiteCommand) -> CommandResult:
         """The tail of one stage's Attempt-scoped log (or, with ``offset``, the log from
@@ -304,16 +267,12 @@ class SlurmExecutor(ChainObservation, ChainCancellation):
         (``application/log_reads.py``: permit, confirm, read, confirm; ten seconds at
         most). Refusals: ``unknown-stage``, ``attempt-not-prepared`` and those of
         :func:`permitted_read`."""
+        return await self.commands.run("read-log", command)
+
+    async def _read_log(self, command: SiteCommand) -> CommandResult:
         stage = command.payload.get("stage", "compute")
         if stage not in STAGES:
             return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
-        if self.journal.attempt(command.attempt_id) is None:
-            return CommandResult(
-                command.command_id,
-                "refused",
-                "attempt-not-prepared",
-                "the Attempt was not prepared at this Site",
-            )
 
         async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
             return await asyncio.to_thread(

@@ -9,7 +9,6 @@ Attempt, the native facts saved for a stage and its non-terminal observations.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from site_runtime.adaptors.slurm_edge import (
 from site_runtime.adaptors.slurm_job_model import STAGES, NativeJob
 from site_runtime.adaptors.slurm_journal import AttemptRow, SlurmJournal
 from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.ports import CommandResult, SiteCommand
 
 
@@ -68,12 +68,18 @@ class ChainBase:
         self.authority = authority
         self.clock = clock
         self.fault = fault
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.commands = JournaledExecutor(
+            journal,
+            {
+                "prepare": self._prepare,
+                "start": self._start,
+                "observe": self._observe,
+                "cancel": self._cancel,
+                "read-log": self._read_log,
+            },
+        )
         # Repository grants live only in memory, for the submission that uses them.
         self._grant_tokens: dict[tuple[str, str], RepositoryGrant] = {}
-
-    def _lock(self, attempt_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(attempt_id, asyncio.Lock())
 
     def _attempt(self, attempt_id: str) -> AttemptRow:
         att = self.journal.attempt(attempt_id)
