@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 from tests.integration.site_coordination_support import OPERATOR_TOKEN
 from tests.integration.site_runtime_support import seed_repository
 

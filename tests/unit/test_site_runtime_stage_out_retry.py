@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors import stage_runner
-from site_runtime.adaptors.stage_runner import Runner, Stopped
+from site_runtime.adaptors.local import stage_runner
+from site_runtime.adaptors.local.stage_runner import Runner, Stopped
 
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a",
        "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 
 
 def runner(tmp_path: Path) -> Runner:
@@ -55,7 +55,7 @@ def test_the_runner_starts_without_site_packages(tmp_path):
     # The local executor starts it with -I -S: it must need the standard library only.
     import subprocess
 
-    from site_runtime.adaptors.local_processes import RUNNER_ARGV
+    from site_runtime.adaptors.local.processes import RUNNER_ARGV
 
     assert "-S" in RUNNER_ARGV
     done = subprocess.run([*RUNNER_ARGV], capture_output=True, text=True, timeout=30)

@@ -86,8 +86,12 @@ def complete_utf8(data: bytes) -> bytes:
     for back in range(1, min(3, len(data)) + 1):
         byte = data[-back]
         if byte & 0xC0 != 0x80:  # not a continuation byte: a lead byte or ASCII
-            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else (
-                4 if byte & 0xF8 == 0xF0 else 1
+            need = (
+                2
+                if byte & 0xE0 == 0xC0
+                else 3
+                if byte & 0xF0 == 0xE0
+                else (4 if byte & 0xF8 == 0xF0 else 1)
             )
             return data[:-back] if need > back else data
     return data

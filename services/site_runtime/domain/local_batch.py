@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from site_runtime.domain.outcomes import failure_record as outcome_failure_record
+from site_runtime.domain.outcomes import observation as outcome_observation
+
 STAGES = ("stage-in", "compute", "stage-out")
 
 #: Definite refusals of a command (outcome ``refused``): nothing native exists.
@@ -266,22 +269,22 @@ NATIVE_STATE = {
 
 
 def failure_record(stage: StageFacts) -> dict[str, Any]:
-    """The bounded failure record of docs/site-commands.md (seed 001, failure records):
-    stage, scheduler state, job id (the stage's pid), exit code, signal and code —
-    never process output or secrets."""
+    """The bounded failure record of a local stage (:func:`~.outcomes.failure_record`):
+    its pid as job id, ``TIMEOUT`` for a wall-time kill, ``CANCELLED`` for a stopped
+    stage, else ``FAILED``; the stage's code or its default."""
     scheduler_state = (
         "TIMEOUT"
         if stage.code == "wall-time-exceeded"
         else ("CANCELLED" if stage.state == "cancelled" else "FAILED")
     )
-    return {
-        "stage": stage.stage,
-        "scheduler_state": scheduler_state,
-        "job_id": str(stage.pid) if stage.pid else None,
-        "exit_code": stage.exit_code,
-        "signal": stage.signal,
-        "code": stage.code or default_failure_code(stage.stage),
-    }
+    return outcome_failure_record(
+        stage.stage,
+        scheduler_state,
+        str(stage.pid) if stage.pid else None,
+        stage.exit_code,
+        stage.signal,
+        stage.code or default_failure_code(stage.stage),
+    )
 
 
 def default_failure_code(stage: str) -> str:
@@ -314,16 +317,15 @@ def observation(state: str, stages: list[StageFacts], observed_at: str) -> dict[
     if state == "succeeded" and compute is not None:
         exit_code, signal = compute.exit_code, compute.signal
     out = by_stage.get("stage-out")
-    return {
-        "phase": PHASE_OF_STATE[state],
-        "native_state": NATIVE_STATE[state],
-        "exit_code": exit_code,
-        "signal": signal,
-        "failure": failure,
-        "output_commit": out.output_commit if out is not None and state == "succeeded" else None,
-        "endpoint": None,
-        "observed_at": observed_at,
-    }
+    return outcome_observation(
+        PHASE_OF_STATE[state],
+        observed_at,
+        native_state=NATIVE_STATE[state],
+        exit_code=exit_code,
+        signal=signal,
+        failure=failure,
+        output_commit=out.output_commit if out is not None and state == "succeeded" else None,
+    )
 
 
 def native_jobs(stages: list[StageFacts]) -> list[dict[str, Any]]:

@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors.slurm_job_model import check_identifier
-from site_runtime.adaptors.slurm_scripts import SCRIPT_VERSION
-from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.adaptors.slurm.scripts import SCRIPT_VERSION
+from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import SiteCommand
+from site_runtime.domain.slurm_jobs import check_identifier
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<![./])$")

@@ -32,14 +32,13 @@ from typing import Any
 import httpx
 
 from metallo.identity.verify import MemberCredential, MemberTokenVerifier
-from site_runtime.adaptors.slurm_job_model import (
-    NativeIdentity,
-    NativeJob,
+from site_runtime.adaptors.slurm.responses import (
     ResponseShapeError,
     error_numbers,
     parse_jobs,
     submitted_job_id,
 )
+from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob
 
 API = "v0.0.38"
 DB_API = "v0.0.38"  # served under /slurmdb/ by the openapi/dbv0.0.38 plugin

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors import stage_launcher, stage_runner
-from site_runtime.adaptors.stage_runner import process_start_ticks
+from site_runtime.adaptors.local import stage_launcher, stage_runner
+from site_runtime.adaptors.local.stage_runner import process_start_ticks
 
 log = logging.getLogger("site_runtime.local")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from site_runtime.adaptors.local_jobs import LocalJobsJournal
+from site_runtime.adaptors.local.jobs import LocalJobsJournal
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.site_access import RepositoryGrants, release_each
 

@@ -1,5 +1,5 @@
-"""HTTPS client of the Site edge for the Site Runtime (preamble, Site edge routes;
-seed 004 §4B; seed 000, composition).
+"""The one HTTPS client of the Site edge (docs/site-commands.md, Transport): the
+worker's command stream and every executor's edge calls.
 
 - TLS is always verified, against ``ca_file`` when given (the edge's CA) or the
   system store; no proxy from the environment, no redirects.
@@ -17,12 +17,15 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from metallo.identity.verify import MemberCredential
+from site_runtime.adaptors.edge import answers
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.log_reads import PermitRefused, PermitUnavailable
 from site_runtime.application.ports import SiteCommand
@@ -48,14 +51,16 @@ class EdgeSettings:
     credential_file: Path | None = None
     credential: str | None = field(default=None, repr=False)
     timeout_seconds: float = 15.0
+    #: A member token is reused until this long before its expiry (seconds).
+    member_token_renew_seconds: float = 120.0
 
 
 class EdgeClient:
     """The Site edge over httpx (see module doc). Implements the worker's EdgePort and
-    the executors' ExecutionAuthority, RepositoryGrants and ReadPermits ports, and
-    (:meth:`notice_native_end`) the local executor's NativeEndNotice."""
+    the executors' ExecutionAuthority, RepositoryGrants, MemberTokens and ReadPermits
+    ports, and (:meth:`notice_native_end`) NativeEndNotice."""
 
-    def __init__(self, settings: EdgeSettings) -> None:
+    def __init__(self, settings: EdgeSettings, clock: Callable[[], float] = time.time) -> None:
         if not settings.base_url.startswith("https://"):
             raise ValueError("the Site edge URL must be https://")
         if settings.credential_file is None and not settings.credential:
@@ -71,6 +76,9 @@ class EdgeClient:
             follow_redirects=False,
             timeout=settings.timeout_seconds,
         )
+        self.clock = clock
+        # attempt id -> (expiry in epoch seconds, token); tokens live only in memory.
+        self._member_tokens: dict[str, tuple[float, MemberCredential]] = {}
         self._edge_revokes_many = True  # False once an older edge lacked the batch route
         # Monotonic time before which the native-end route is not tried again: an older
         # edge (or a proxy during a rollout) answered it with a bare 404/405.
@@ -122,13 +130,13 @@ class EdgeClient:
                 f"{method} {path}: {type(error).__name__}", unavailable_code
             ) from None
         if response.status_code >= 500:
-            code = _error_code(response) or f"http-{response.status_code}"
+            code = answers.error_code(response) or f"http-{response.status_code}"
             raise EdgeUnavailable(
                 f"{method} {path}: HTTP {response.status_code} {code}",
-                _unavailable(code, unavailable_code),
+                answers.unavailable(code, unavailable_code),
             )
         if response.status_code >= 400:
-            body = _error(response)
+            body = answers.error(response)
             raise EdgeRefused(
                 response.status_code,
                 body.get("code") or "edge-refused",
@@ -149,12 +157,12 @@ class EdgeClient:
         )
         if response.status_code == 204:
             return None
-        return _command(_json(response))
+        return answers.command(answers.json_object(response))
 
     async def record_result(self, sequence: int, result: dict[str, Any]) -> bool:
         """``POST /v1/commands/{sequence}/result`` → ``recorded`` (True/False)."""
         response = await self._request("POST", f"/v1/commands/{int(sequence)}/result", json=result)
-        return bool(_json(response).get("recorded"))
+        return bool(answers.json_object(response).get("recorded"))
 
     async def record_result_and_next(
         self, sequence: int, result: dict[str, Any], next_wait: float = 0.0
@@ -170,10 +178,10 @@ class EdgeClient:
             params={"next_wait": wait},
             timeout=self.settings.timeout_seconds + wait,
         )
-        body = _json(response)
+        body = answers.json_object(response)
         handed = body.get("next")
         try:
-            command = _command(handed) if isinstance(handed, dict) else None
+            command = answers.command(handed) if isinstance(handed, dict) else None
         except EdgeUnavailable:
             # The result is recorded either way; the GET that follows reports the shape.
             command = None
@@ -202,16 +210,42 @@ class EdgeClient:
             return False
         try:
             response = await self._request(
-                "POST", f"/v1/attempts/{_segment(attempt_id)}/native-end"
+                "POST", f"/v1/attempts/{answers.segment(attempt_id)}/native-end"
             )
         except EdgeRefused as refused:
             if refused.status not in (404, 405) or refused.code != "edge-refused":
                 raise
-            log.warning("the Site edge has no native-end route; ends wait for the observe "
-                        "(tried again in %d s)", NATIVE_END_RETRY_SECONDS)
+            log.warning(
+                "the Site edge has no native-end route; ends wait for the observe "
+                "(tried again in %d s)",
+                NATIVE_END_RETRY_SECONDS,
+            )
             self._native_end_retry_at = time.monotonic() + NATIVE_END_RETRY_SECONDS
             return False
-        return bool(_json(response).get("noticed"))
+        return bool(answers.json_object(response).get("noticed"))
+
+    # ------------------------------------------------------------------ member identity
+    async def member_token(self, attempt_id: str) -> MemberCredential:
+        """``POST /v1/attempts/{attempt_id}/member-token`` → a fresh token for the
+        Attempt's member (docs/slurm-lab.md), reused until
+        ``member_token_renew_seconds`` before its ``expires_at``. Never logged or saved.
+        Raises EdgeRefused and EdgeUnavailable (``identity-provider-unavailable``)."""
+        cached = self._member_tokens.get(attempt_id)
+        if cached and cached[0] - self.settings.member_token_renew_seconds > self.clock():
+            return cached[1]
+        response = await self._request(
+            "POST",
+            f"/v1/attempts/{answers.segment(attempt_id)}/member-token",
+            unavailable_code="identity-provider-unavailable",
+        )
+        body = answers.json_object(response)
+        token = body.get("token")
+        if not isinstance(token, str) or not token:
+            raise EdgeUnavailable("the edge returned no token", "identity-provider-unavailable")
+        credential = MemberCredential(token)
+        expires = answers.expiry(body.get("expires_at"), self.clock())
+        self._member_tokens[attempt_id] = (expires, credential)
+        return credential
 
     # ------------------------------------------------------------------ authority
     async def authorise_execution(self, request: dict[str, str]) -> dict[str, Any]:
@@ -226,7 +260,7 @@ class EdgeClient:
             json=request,
             unavailable_code="authority-unavailable",
         )
-        material = _json(response).get("material")
+        material = answers.json_object(response).get("material")
         if not isinstance(material, dict):
             raise EdgeUnavailable(
                 "the authorisation answer has no material", "authority-unavailable"
@@ -248,31 +282,31 @@ class EdgeClient:
             json={**request, "repository_grant": direction},
             unavailable_code="authority-unavailable",
         )
-        body = _json(response)
+        body = answers.json_object(response)
         material = body.get("material")
         grant = body.get("repository_grant")
         if not isinstance(material, dict) or not isinstance(grant, dict):
             raise EdgeUnavailable(
                 "the authorisation answer has no material or grant", "authority-unavailable"
             )
-        return material, _repository_grant(grant, "authority-unavailable")
+        return material, answers.repository_grant(grant, "authority-unavailable")
 
     async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
         """``POST /v1/attempts/{attempt_id}/repository-grants`` (stage-in | stage-out)."""
         response = await self._request(
             "POST",
-            f"/v1/attempts/{_segment(attempt_id)}/repository-grants",
+            f"/v1/attempts/{answers.segment(attempt_id)}/repository-grants",
             json={"direction": direction},
             unavailable_code="repository-unavailable",
         )
-        return _repository_grant(_json(response), "repository-unavailable")
+        return answers.repository_grant(answers.json_object(response), "repository-unavailable")
 
     async def release(self, grant_id: str) -> None:
         """``DELETE /v1/repository-grants/{grant_id}``; an unknown grant counts as released."""
         try:
             await self._request(
                 "DELETE",
-                f"/v1/repository-grants/{_segment(grant_id)}",
+                f"/v1/repository-grants/{answers.segment(grant_id)}",
                 unavailable_code="repository-unavailable",
             )
         except EdgeRefused as refused:
@@ -300,7 +334,7 @@ class EdgeClient:
             log.warning("the Site edge has no batch revocation route; one request per grant")
             self._edge_revokes_many = False
             return await release_each(self.release, grant_ids)
-        results = _json(response).get("results")
+        results = answers.json_object(response).get("results")
         if not isinstance(results, dict):
             raise EdgeUnavailable("the revocation answer has no results", "repository-unavailable")
         return {str(k): str(v) for k, v in results.items() if k in grant_ids}
@@ -312,85 +346,21 @@ class EdgeClient:
         return await self._permit("/v1/authorisations/read", request)
 
     async def check_read_permit(self, permit_id: str) -> dict[str, Any]:
-        """``POST /v1/read-permits/{permit_id}/check`` → the permit, confirmed now."""
-        return await self._permit(f"/v1/read-permits/{_segment(permit_id)}/check", None)
+        """``POST /v1/read-permits/{permit_id}/check`` → the permit, confirmed now; a
+        malformed permit id is refused ``read-permit-not-found`` without a request."""
+        try:
+            path = f"/v1/read-permits/{answers.segment(permit_id)}/check"
+        except ValueError:
+            raise PermitRefused("read-permit-not-found") from None
+        return await self._permit(path, None)
 
     async def _permit(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         try:
             response = await self._request(
                 "POST", path, json=body, unavailable_code="authority-unavailable"
             )
-            return _json(response)
+            return answers.json_object(response)
         except EdgeRefused as refused:
             raise PermitRefused(refused.code, refused.reason) from None
         except EdgeUnavailable:
             raise PermitUnavailable(path) from None
-
-
-def _repository_grant(body: dict[str, Any], unavailable_code: str) -> RepositoryGrant:
-    """A grant as the edge answers it; EdgeUnavailable(``unavailable_code``) when incomplete."""
-    try:
-        return RepositoryGrant.from_answer(body)
-    except KeyError:
-        raise EdgeUnavailable(
-            "the repository grant answer is incomplete", unavailable_code
-        ) from None
-
-
-def _command(body: dict[str, Any]) -> SiteCommand:
-    """A command as the edge sends it (docs/site-commands.md); EdgeUnavailable otherwise."""
-    try:
-        return SiteCommand(
-            sequence=int(body["sequence"]),
-            command_id=str(body["command_id"]),
-            kind=str(body["kind"]),
-            site_id=str(body["site_id"]),
-            environment=str(body["environment"]),
-            run_id=str(body["run_id"]),
-            attempt_id=str(body["attempt_id"]),
-            attempt_number=int(body["attempt_number"]),
-            payload=dict(body.get("payload") or {}),
-        )
-    except (KeyError, TypeError, ValueError):
-        raise EdgeUnavailable("the edge sent a command of an unknown shape") from None
-
-
-def _segment(value: str) -> str:
-    if not value or "/" in value or len(value) > 128:
-        raise ValueError("identifiers in edge paths are 1..128 characters without '/'")
-    return value
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        raise EdgeUnavailable("the edge answer is not JSON") from None
-    if not isinstance(body, dict):
-        raise EdgeUnavailable("the edge answer is not a JSON object")
-    return body
-
-
-def _error(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-        error = body.get("error") if isinstance(body, dict) else None
-        return error if isinstance(error, dict) else {}
-    except ValueError:
-        return {}
-
-
-def _error_code(response: httpx.Response) -> str | None:
-    code = _error(response).get("code")
-    return code if isinstance(code, str) else None
-
-
-def _unavailable(code: str, default: str) -> str:
-    # The edge names the owner that cannot answer (503 authority-unavailable,
-    # identity-provider-unavailable); keep that when it is a deferral code.
-    return (
-        code
-        if code
-        in ("authority-unavailable", "identity-provider-unavailable", "repository-unavailable")
-        else default
-    )

@@ -593,7 +593,7 @@ def main(argv: list[str]) -> int:
     """Entry point; returns 0 whether the stage succeeded or failed (the status file
     carries the outcome) and 2 when the control directory is unusable."""
     if len(argv) != 1:
-        print("usage: python -m site_runtime.adaptors.stage_runner CONTROL_DIR", file=sys.stderr)
+        print("usage: python -m site_runtime.adaptors.local.stage_runner CONTROL_DIR", file=sys.stderr)
         return 2
     control = Path(argv[0])
     credentials = {

@@ -1,8 +1,8 @@
-"""slurmrestd answers parsed from recorded fixtures (issue 6: v0.0.38 and later shapes).
+"""slurmrestd answers parsed from recorded fixtures (v0.0.38 and later shapes).
 
 ``fixtures/v0.0.38_*`` and ``fixtures/dbv0.0.38_*`` were recorded from the lab's
 slurmrestd 22.05.8; ``*_shape.json`` follow the later API versions' shapes.
-These tests need no Slurm and are not marked ``slurm``.
+These tests need no Slurm.
 """
 
 from __future__ import annotations
@@ -23,28 +23,27 @@ from metallo.identity.verify import (
     MemberTokenRejected,
     MemberTokenVerifier,
 )
-from site_runtime.adaptors.slurm_access import (
+from site_runtime.adaptors.slurm.responses import (
+    exit_status,
+    job_state,
+    number,
+    parse_jobs,
+)
+from site_runtime.adaptors.slurm.rest import (
     SlurmLimited,
     SlurmRefused,
     SlurmRest,
     SlurmUncertain,
     SlurmUnreachable,
 )
-from site_runtime.adaptors.slurm_job_model import (
-    NativeIdentity,
-    exit_status,
-    job_state,
-    number,
-    parse_jobs,
-    stage_identity,
-)
-from site_runtime.adaptors.slurm_settings import (
+from site_runtime.adaptors.slurm.settings import (
     SettingsError,
     SlurmSettings,
     parse_gpu_gres,
     parse_max_wall,
     parse_positive,
 )
+from site_runtime.domain.slurm_jobs import NativeIdentity, stage_identity
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -44,21 +44,13 @@ script is therefore a new version beside the old ones, never an edit of an old o
 
 from __future__ import annotations
 
-EXIT_WORKSPACE = 70
-EXIT_REPOSITORY_TRANSFER = 75
-EXIT_COMMIT_MISSING = 86
-EXIT_PUSH = 87
-
-# (stage, exit status) -> failure code reported in the observation.
-EXIT_CODES = {
-    ("stage-in", EXIT_WORKSPACE): "workspace-unavailable",
-    ("stage-in", EXIT_REPOSITORY_TRANSFER): "repository-transfer-failed",
-    ("stage-in", EXIT_COMMIT_MISSING): "repository-commit-missing",
-    ("compute", EXIT_WORKSPACE): "workspace-unavailable",
-    ("stage-out", EXIT_WORKSPACE): "workspace-unavailable",
-    ("stage-out", EXIT_PUSH): "repository-push-failed",
-    ("stage-out", EXIT_REPOSITORY_TRANSFER): "repository-transfer-failed",
-}
+from site_runtime.domain.slurm_stages import (  # noqa: F401 - the scripts' exit statuses
+    EXIT_CODES,
+    EXIT_COMMIT_MISSING,
+    EXIT_PUSH,
+    EXIT_REPOSITORY_TRANSFER,
+    EXIT_WORKSPACE,
+)
 
 OUTPUT_COMMIT_MARK = "metallo-output-commit="
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from site_runtime.adaptors.slurm_job_model import StagingSettings, check_prefix
+from site_runtime.domain.slurm_jobs import StagingSettings, check_prefix
 
 MAX_INT = 2_147_483_647
 _CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors.grant_releases import GrantReleases
-from site_runtime.adaptors.local_jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
-from site_runtime.adaptors.local_processes import StageProcesses
-from site_runtime.adaptors.stage_wakeups import StageWakeups
+from site_runtime.adaptors.local.grant_releases import GrantReleases
+from site_runtime.adaptors.local.jobs import AttemptRow, LocalJobsJournal, StageRow, now_iso
+from site_runtime.adaptors.local.processes import StageProcesses
+from site_runtime.adaptors.local.stage_wakeups import StageWakeups
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
@@ -67,7 +67,7 @@ MAX_LOG_BYTES = 5 * 1024 * 1024
 MAX_LAUNCHES = 2
 MIN_PASS_SECONDS = 0.02  # woken supervision passes start at least this far apart
 STOP_RELEASE_SECONDS = 5.0  # at most this long for the releases a graceful stop sends
-_SERVICES_DIR = str(Path(__file__).resolve().parents[2])
+_SERVICES_DIR = str(Path(__file__).resolve().parents[3])
 
 
 @dataclass(frozen=True)
