@@ -1,4 +1,4 @@
-"""The delivery journal ``delivery.sqlite`` (seed 004 §4C): every pulled command is
+"""The delivery journal ``delivery.sqlite`` (docs/site-runtime.md, Journals): every pulled command is
 saved before the Runtime acts on it, and its exact result before it is reported.
 
 SQLite in WAL mode with ``synchronous=FULL``: a saved row survives a kill -9 or a
@@ -8,7 +8,7 @@ talks to the network. Tables:
 - ``commands``: sequence (primary key), command_id, the command as canonical JSON,
   state (journaled | dispatched | resulted | acknowledged | conflict), the exact
   result JSON, timestamps (UTC ISO 8601);
-- ``progress_reports``: (sequence, code) pairs the edge accepted (seed 001: once per
+- ``progress_reports``: (sequence, code) pairs the edge accepted (docs/site-runtime.md, Deferral codes: once per
   command and code).
 """
 

@@ -1,4 +1,4 @@
-"""Pure rules of the local ``queued-batch`` executor (DESIGN.md, Site Runtime: same
+"""Pure rules of the local ``queued-batch`` executor (docs/site-runtime.md, Local executor: same
 phases as Slurm — stage-in, compute, stage-out — on ordinary local processes).
 
 Nothing here does I/O: it reads the ``prepare`` payload (docs/site-commands.md,
@@ -35,7 +35,7 @@ REFUSALS = {
 #: ``observation.failure.code`` values of a failed Attempt.
 FAILURES = {
     "attempt-deadline-passed": "stage-in ended after the deadline, so compute was not "
-    "launched (seed 000: expiry refuses work not yet started)",
+    "launched (expiry refuses work not yet started)",
     "repository-commit-missing": "the repository does not have the pinned commit",
     "stage-in-failed": "stage-in could not fetch or check out the repository "
     "(transport, credential or LFS failure)",
@@ -131,6 +131,24 @@ def _step(raw: Any, where: str) -> Step:
     return Step(shell=shell)
 
 
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def prepared_job(
+    run_id: str, attempt_id: str, payload: dict[str, Any], max_wall_seconds: int | None
+) -> LocalJob:
+    """The job a ``prepare`` command may save: safe run and attempt ids, the
+    ``queued-batch`` family and a payload :func:`parse_job` reads. Raises
+    :class:`InvalidMaterial`."""
+    if not _ID.match(attempt_id) or not _ID.match(run_id):
+        raise InvalidMaterial("invalid-material", "malformed run or attempt id")
+    if payload.get("family", "queued-batch") != "queued-batch":
+        raise InvalidMaterial(
+            "invalid-material", "the local executor runs queued-batch actions only"
+        )
+    return parse_job(payload, max_wall_seconds)
+
+
 def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> LocalJob:
     """Read a ``prepare`` payload (docs/site-commands.md) into a :class:`LocalJob`.
 
@@ -147,7 +165,7 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
         raise InvalidMaterial("invalid-material", "the payload has no repository")
     url, commit, branch = repo.get("url"), repo.get("commit"), repo.get("branch")
     # An absolute path is what `metallo action run ./repo` records (development), and
-    # git reads it as it reads file:///path (a new user's Run of one was refused).
+    # git reads it as it reads file:///path (a Run of one must not be refused).
     if not isinstance(url, str) or not url.startswith(("https://", "file:///", "/")):
         raise InvalidMaterial(
             "invalid-material",

@@ -55,7 +55,7 @@ class NativeIdentity:
 def stage_identity(
     prefix: str, run_id: str, attempt_id: str, stage: str, account: str, user: str
 ) -> NativeIdentity:
-    """The native identity of ``stage`` of an Attempt (seed 000, Native job identity)."""
+    """The native identity of ``stage`` of an Attempt (docs/slurm-lab.md, the slurm executor)."""
     if stage not in STAGES:
         raise ValueError("unknown stage")
     return NativeIdentity(
@@ -101,7 +101,7 @@ class NativeJob:
 
 @dataclass(frozen=True)
 class StagingSettings:
-    """Resources of both Git/LFS staging jobs, saved at preparation (seed 000)."""
+    """Resources of both Git/LFS staging jobs, saved at preparation (docs/slurm-lab.md, Settings)."""
 
     cpus: int = 1
     memory_mib: int = 512

@@ -16,7 +16,7 @@ STAGES = ("stage-in", "compute", "stage-out")
 STAGING_STAGES = ("stage-in", "stage-out")
 NAME_SUFFIX = {"stage-in": "-in", "compute": "", "stage-out": "-out"}
 
-# Job states that end a job (seed 003: terminal evidence is immutable once reviewed).
+# Job states that end a job: the outcome then saved is immutable evidence.
 TERMINAL_STATES = frozenset(
     {
         "COMPLETED",

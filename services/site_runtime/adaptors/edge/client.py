@@ -341,7 +341,7 @@ class EdgeClient:
 
     # ------------------------------------------------------------------ read permits
     async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
-        """``POST /v1/authorisations/read`` → the permit (seed 001, Private reads).
+        """``POST /v1/authorisations/read`` → the permit (docs/site-runtime.md, Codes).
         Raises PermitRefused (the edge's code and reason) or PermitUnavailable."""
         return await self._permit("/v1/authorisations/read", request)
 

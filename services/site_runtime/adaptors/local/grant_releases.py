@@ -1,4 +1,4 @@
-"""Releasing the local executor's repository grants in batches (seed 000: each staging
+"""Releasing the local executor's repository grants in batches (docs/site-runtime.md, Local executor: each staging
 job's repository access is revoked after it ends; ADR 0014).
 
 A stage that ends leaves its grant id in the journal with ``grant_released = 0``; the

@@ -1,4 +1,4 @@
-"""The local executor's journal ``jobs.sqlite`` (DESIGN.md, Site Runtime; seed 000,
+"""The local executor's journal ``jobs.sqlite`` (docs/site-runtime.md,
 Recovery: a restart never reruns a finished phase).
 
 Tables:

@@ -3,7 +3,7 @@ Runtime restart, tell whether it is alive, read what it recorded, stop it.
 
 Runners are forked by one long-lived stage launcher (``stage_launcher.py``) rather
 than started as new interpreters: a fork costs about 1 ms of CPU, a fresh
-``python -I -S stage_runner.py`` about 80 ms (issue 8's launch benchmark; ADR 0010).
+``python -I -S stage_runner.py`` about 80 ms (the launch benchmark; ADR 0010).
 
 A runner (``stage_runner.py``) leaves in its control directory: ``claim``
 (``"<pid> <start ticks>"``, written exclusively when it takes the stage), ``child``

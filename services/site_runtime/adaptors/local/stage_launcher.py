@@ -4,7 +4,7 @@
 pipes on stdin and stdout. It imports :mod:`stage_runner` (standard library only) once;
 each stage then costs a ``fork`` (about 1 ms of CPU) instead of a new interpreter that
 imports ``json``, ``subprocess`` and the runner again (about 80 ms of CPU on the lab
-machine, three per Attempt — the largest single cost of a trivial Run, issue 8).
+machine, three per Attempt — the largest single cost of a trivial Run).
 
 Protocol, one JSON object per line (the Runtime is the only writer):
 
@@ -28,7 +28,7 @@ finished runners after each request and at least once a second (a zombie for tha
 second reads as not alive to the Runtime, which is right), and reads each child's
 start time before it can be reaped, so the pid it reports is never ambiguous. On EOF
 (the Runtime stopped) the launcher exits; running runners are left running, as a
-Runtime restart requires (seed 000, Recovery: they are adopted by their claim).
+Runtime restart requires (docs/site-runtime.md, Recovery: they are adopted by their claim).
 """
 
 from __future__ import annotations

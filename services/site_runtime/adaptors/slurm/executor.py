@@ -27,7 +27,6 @@ line, an exception, an environment or a script.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.adaptors.slurm.submission import DeadlinePassed, StageSubmissions
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.journaled import JournaledExecutor
-from site_runtime.application.log_reads import ReadPermits, permitted_read, read_span
+from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import (
     ExecutionAuthority,
@@ -60,7 +59,6 @@ from site_runtime.domain.slurm_stages import STAGES
 
 log = logging.getLogger("metallo.site_runtime.slurm")
 
-MAX_LOG_BYTES = 5 * 1024 * 1024
 DEADLINE_TEXT = "the Attempt's accepted-work deadline has passed"
 
 
@@ -262,23 +260,15 @@ class SlurmExecutor:
         )
 
     async def _read_log(self, command: SiteCommand) -> CommandResult:
-        stage = command.payload.get("stage", "compute")
-        if stage not in STAGES:
-            return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
         att = views.attempt(self.journal, command.attempt_id)
-        path = Path(slurm_requests.log_path(att.record["workspace_root"], att.attempt_id, stage))
+        root = att.record["workspace_root"]
 
-        async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
-            return await asyncio.to_thread(read_span, path, max_bytes, offset)
+        def log_file(stage: str) -> Path:
+            return Path(slurm_requests.log_path(root, att.attempt_id, stage))
 
         # Read permits come from the Site edge that also authorises execution.
         permits = self.authority if isinstance(self.authority, ReadPermits) else None
-        try:
-            return await permitted_read(command, permits, read)
-        except OSError:
-            return CommandResult(
-                command.command_id, "refused", "workspace-unavailable", "the log cannot be read"
-            )
+        return await read_stage_log(command, permits, STAGES, log_file)
 
     # ------------------------------------------------------------------ helpers
     def _save(self, command: SiteCommand, result: CommandResult) -> CommandResult:

@@ -1,4 +1,4 @@
-"""The slurm executor's private journal, ``jobs.sqlite`` (seed 000, Recovery).
+"""The slurm executor's private journal, ``jobs.sqlite`` (docs/site-runtime.md, Recovery).
 
 One SQLite file in WAL mode. Every write is committed to the WAL before its
 call returns, so intent saved before a POST survives ``kill -9`` of the Runtime.

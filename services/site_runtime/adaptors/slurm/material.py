@@ -1,4 +1,4 @@
-"""A ``prepare`` command's material checked into the saved Attempt record (seed 000).
+"""A ``prepare`` command's material checked into the saved Attempt record (docs/slurm-lab.md).
 
 Everything that cannot run at this Site is refused here, before any workspace or
 native effect: ``unsupported-slurm-accelerator-class`` (no GRES for the GPU

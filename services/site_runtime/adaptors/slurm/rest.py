@@ -1,11 +1,11 @@
-"""slurmrestd access with a verified member token (seed 000 Identity; seed 001 refusals).
+"""slurmrestd access with a verified member token (docs/slurm-lab.md).
 
 Every request first verifies the member's JWT (``metallo.identity.verify``) for
 the binding subject, then sends it only as ``X-SLURM-USER-TOKEN`` with
 ``X-SLURM-USER-NAME`` equal to that subject.  No proxy, no redirect; plain
 HTTP only for an explicitly allowed loopback slurmrestd.
 
-Submission outcomes (seed 001):
+Submission outcomes (docs/site-runtime.md, Codes):
 * a job id → :class:`Submitted`;
 * HTTP 500 naming one of :data:`DEFINITE_REFUSALS` (the job does not fit the
   Site's nodes, partition, time limit or GRES) → :class:`SlurmRefused`
@@ -178,7 +178,7 @@ class SlurmRest:
         """POST one job. ``secret_environment`` joins ``job.environment`` only in the body sent.
 
         ``before_post`` runs after token verification, immediately before the
-        POST (the deadline check of seed 000).  Raises the outcomes listed in
+        POST (the accepted-work deadline check).  Raises the outcomes listed in
         the module docstring.
         """
         headers = await self._headers(credential, user)
@@ -261,7 +261,7 @@ class SlurmRest:
         credential: MemberCredential,
         user: str,
     ) -> list[NativeJob]:
-        """Jobs carrying exactly ``identity``: slurmctld first, then slurmdbd (seed 000)."""
+        """Jobs carrying exactly ``identity``: slurmctld first, then slurmdbd (a job that has left slurmctld)."""
         self.forget_list()
         live = [
             j for j in await self.list_jobs(credential=credential, user=user) if identity.matches(j)

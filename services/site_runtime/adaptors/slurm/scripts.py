@@ -1,4 +1,4 @@
-"""Stage scripts of a staged Slurm Attempt (seed 000; seed 001 diagnostic script versions).
+"""Stage scripts of a staged Slurm Attempt (docs/site-runtime.md, Stage script versions).
 
 The three scripts are constant bash text: no user value is ever interpolated
 into shell source.  Every value (repository URL, commit, branch, argv, the
@@ -20,7 +20,7 @@ branch and prints the pushed commit.
 
 Scripts are versioned. An Attempt records the version it was prepared with, and every
 later stage of it — stage-out may be submitted hours later, by a restarted Runtime — is
-rendered from that version's text, byte for byte (seed 000, Recovery). A change to a
+rendered from that version's text, byte for byte (docs/site-runtime.md, Recovery). A change to a
 script is therefore a new version beside the old ones, never an edit of an old one:
 
 * version 1 — the first scripts;
@@ -38,8 +38,8 @@ script is therefore a new version beside the old ones, never an edit of an old o
   on top of it and pushes again, at most 10 times; a rebase conflict, a rewritten
   branch (no longer holding the input commit) or the rounds running out push nothing
   (exit 87); a branch already holding exactly these changes reports no output commit.
-  Without it, of ten Runs of one branch at once nine lost their outputs (a new user's
-  report). Stage-in, compute and the prelude are version 2's.
+  Without it, of ten Runs of one branch at once nine would lose their outputs.
+  Stage-in, compute and the prelude are version 2's.
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ class UnknownScriptVersion(ValueError):
 
 def scripts_for(version: int) -> dict[str, str]:
     """The three scripts (stage → bash text) of script ``version`` as recorded with an
-    Attempt (seed 000, Recovery: every stage re-rendered byte for byte).
+    Attempt (docs/site-runtime.md, Recovery: every stage re-rendered byte for byte).
 
     Raises :class:`UnknownScriptVersion` for a version this Runtime does not know.
     """

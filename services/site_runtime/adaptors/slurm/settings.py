@@ -1,4 +1,4 @@
-"""Settings of the slurm executor, read once at startup (seed 000; docs/slurm-lab.md).
+"""Settings of the slurm executor, read once at startup (docs/slurm-lab.md, Settings).
 
 A malformed value stops the Runtime before it opens a journal (:class:`SettingsError`).
 

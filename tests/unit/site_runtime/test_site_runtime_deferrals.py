@@ -9,7 +9,7 @@ from pathlib import Path
 
 from site_runtime.domain.deferrals import DEFERRALS, is_catalogued
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SOURCES = ROOT / "services" / "site_runtime"
 CONTRACT = ROOT / "contracts" / "deferrals.json"
 # Calls whose string arguments may carry a deferral code: Deferred(...) and the
