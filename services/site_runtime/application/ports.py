@@ -208,6 +208,30 @@ def command_handlers(executor: SiteExecutor) -> dict[str, CommandHandler]:
     return handlers
 
 
+@runtime_checkable
+class Supervising(Protocol):
+    """An executor with background work of its own (the local executor advances its
+    stage processes between commands); the Runtime starts and stops it around the worker."""
+
+    async def start_supervision(self) -> None:
+        """Start the background work (idempotent)."""
+        ...
+
+    async def stop_supervision(self) -> None:
+        """Stop it; native work keeps running and is adopted at the next start."""
+        ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """An executor that holds resources to release when the Runtime stops
+    (``close`` may be a coroutine function)."""
+
+    def close(self) -> object:
+        """Release them; native work keeps running."""
+        ...
+
+
 class NativeEndNotice(Protocol):
     """Tells the Site edge that an Attempt's native work ended (ADR 0016): a hint that
     makes Execution Core observe the Attempt at once, never evidence — the ``observe``
