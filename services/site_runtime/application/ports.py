@@ -235,7 +235,7 @@ class Closing(Protocol):
 class NativeEndNotice(Protocol):
     """Tells the Site edge that an Attempt's native work ended (ADR 0016): a hint that
     makes Execution Core observe the Attempt at once, never evidence — the ``observe``
-    that follows reports what happened. ``adaptors/edge_client.py``'s
+    that follows reports what happened. ``adaptors/edge/client.py``'s
     ``EdgeClient.notice_native_end`` implements it (``POST
     /v1/attempts/{attempt_id}/native-end``); the result is not used."""
 
