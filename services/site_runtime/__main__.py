@@ -1,17 +1,18 @@
-"""Run one Site Runtime worker (DESIGN.md, Site Runtime; docs/site-runtime.md).
+"""Run one Site Runtime worker (docs/site-runtime.md, Running it).
 
     python -m site_runtime --edge https://127.0.0.1:8443 --ca FILE --grant-file FILE \\
         --executor local|slurm --state-dir DIR
 
-Every option has an environment equivalent (seed 000 composition names):
+Every option has an environment equivalent:
 ``SITE_API_URL``, ``SITE_API_CA_FILE``, ``SITE_API_CREDENTIAL_FILE`` (or the grant
 itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECTORY``,
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
 
-The slurm executor is imported from ``site_runtime.adaptors.slurm_executor`` only
-with ``--executor slurm``; it reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
+Each executor comes from its package's factory (``adaptors/local/factory.py``,
+``adaptors/slurm/factory.py``); the slurm package is imported only with
+``--executor slurm`` and reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
 stop the worker gracefully (the command in hand finishes; stage processes and
 Slurm jobs keep running and are re-adopted at the next start).
 """
@@ -26,12 +27,12 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from metallo.log_setup import configure_logging
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
-from site_runtime.adaptors.journal import SqliteDeliveryJournal
+from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import JournalMismatch
+from site_runtime.application.ports import Closing, Supervising
 from site_runtime.application.worker import Worker, WorkerSettings
 
 log = logging.getLogger("site_runtime")
@@ -39,19 +40,6 @@ log = logging.getLogger("site_runtime")
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the Runtime does not start."""
-
-
-def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int = 0) -> int | None:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer") from None
-    if not minimum <= value <= 2147483647:
-        raise SettingsError(f"{name} must be between {minimum} and 2147483647")
-    return value
 
 
 def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
@@ -94,47 +82,29 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
     return args
 
 
-def build_local_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
-    """The embedded local executor with its ``jobs.sqlite`` in the state directory."""
-    from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
-    from site_runtime.adaptors.local_jobs import LocalJobsJournal
-
+def build_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
+    """The executor ``--executor`` names, from its own package's factory (the slurm
+    package is imported only when chosen). Raises SettingsError for a bad setting."""
+    ca_file = Path(args.ca) if args.ca else None
     state = Path(args.state_dir)
-    settings = LocalSettings(
-        workspace_root=Path(args.workspace_root) if args.workspace_root else state / "workspaces",
-        max_wall_seconds=_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
-        grace_seconds=float(_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
-        staging_seconds=_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
-        max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing
-        release_delay_seconds=float(_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
-        repository_ca_file=Path(env["REPOSITORY_CA_FILE"])
-        if env.get("REPOSITORY_CA_FILE")
-        else (Path(args.ca) if args.ca else None),
-    )
-    return LocalExecutor(
-        settings,
-        LocalJobsJournal(state / "jobs.sqlite"),
-        authority=edge,
-        grants=edge,
-        on_native_end=edge.notice_native_end,  # ends reach Execution Core at once (ADR 0016)
-    )
+    if args.executor == "local":
+        from site_runtime.adaptors.local import factory as local
 
-
-def build_slurm_executor(args: argparse.Namespace, env: Mapping[str, str]):
-    """The slurm executor (Slurm helper's ``adaptors/slurm_executor.py``), imported only
-    here. Contract: ``build_executor(*, env, edge_url, ca_file, credential_file,
-    state_directory) -> QueuedBatchExecutor``."""
-    from site_runtime.adaptors import slurm_executor
+        try:
+            return local.build_executor(
+                env=env,
+                edge=edge,
+                ca_file=ca_file,
+                state_directory=state,
+                workspace_root=Path(args.workspace_root) if args.workspace_root else None,
+            )
+        except local.SettingsError as error:
+            raise SettingsError(str(error)) from None
+    from site_runtime.adaptors.slurm import factory as slurm
 
     try:
-        return slurm_executor.build_executor(
-            env=env,
-            edge_url=args.edge,
-            ca_file=Path(args.ca) if args.ca else None,
-            credential_file=Path(args.grant_file) if args.grant_file else None,
-            state_directory=Path(args.state_dir),
-        )
-    except slurm_executor.SettingsError as error:  # malformed SLURM_* value: exit status 2
+        return slurm.build_executor(env=env, edge=edge, ca_file=ca_file, state_directory=state)
+    except slurm.SettingsError as error:  # malformed SLURM_* value: exit status 2
         raise SettingsError(f"slurm executor: {error}") from None
 
 
@@ -150,20 +120,19 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             credential=None if args.grant_file else env.get("SITE_API_CREDENTIAL"),
         )
     )
-    executor: Any = (
-        build_local_executor(args, env, edge)
-        if args.executor == "local"
-        else build_slurm_executor(args, env)
-    )
+    try:
+        executor = build_executor(args, env, edge)
+    except SettingsError:
+        await edge.close()
+        raise
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    supervise = getattr(executor, "start_supervision", None)
-    if supervise is not None:
-        await supervise()
+    if isinstance(executor, Supervising):
+        await executor.start_supervision()
     log.info(
         "Site Runtime started: edge %s, executor %s, state %s", args.edge, args.executor, state
     )
@@ -174,12 +143,10 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         log.error("stopping: %s (see docs/site-runtime.md, Recovery)", error)
         status = 3
     finally:
-        stop_supervision = getattr(executor, "stop_supervision", None)
-        if stop_supervision is not None:
-            await stop_supervision()
-        close = getattr(executor, "close", None)
-        if close is not None:
-            result = close()
+        if isinstance(executor, Supervising):
+            await executor.stop_supervision()
+        if isinstance(executor, Closing):
+            result = executor.close()
             if asyncio.iscoroutine(result):
                 await result
         await edge.close()

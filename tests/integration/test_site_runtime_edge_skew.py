@@ -1,7 +1,6 @@
 """A Runtime newer than its Site edge: an edge whose strict request model does not
 know the authorisation's optional ``repository_grant`` answers 422, and the local
-executor goes back to two requests instead of failing the Attempt (a reviewer's
-version-skew case)."""
+executor goes back to two requests instead of failing the Attempt."""
 
 from __future__ import annotations
 
@@ -46,6 +45,6 @@ async def test_an_older_edge_gets_two_requests_and_the_run_goes_on(older_edge, t
             await runtime.handle(await edge.append("prepare", payload=payload, attempt_id=attempt))
             started = await runtime.handle(await edge.append("start", attempt_id=attempt))
             assert started["outcome"] == "succeeded", started
-        assert runtime.executor._edge_combines_grants is False  # asked once, then not again
+        assert runtime.executor.authorisation.combines_grants is False  # asked once, then not again
     finally:
         await runtime.close()

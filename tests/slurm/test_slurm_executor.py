@@ -1,4 +1,4 @@
-"""The slurm executor on the real Slurm lab (issue 6 item 6; seed 000; seed 001).
+"""The slurm executor on the real Slurm lab (docs/slurm-lab.md; docs/site-runtime.md).
 
 Needs ``scripts/slurm-lab up`` (scripts/test runs it). Every test checks what
 Slurm itself recorded (squeue/sacct), not only what the executor says.
@@ -540,7 +540,7 @@ class _Authority:
         self.requests: list[dict] = []
 
     async def authorise_execution(self, request):
-        from site_runtime.adaptors.slurm_edge import EdgeRefused
+        from site_runtime.application.delivery import EdgeRefused
 
         self.requests.append(request)
         if self.refuse:

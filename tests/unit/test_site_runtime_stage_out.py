@@ -1,7 +1,7 @@
-"""Stage-out's "did anything change?" on a real git checkout (local executor, seed 000
-stage-out): a clean status pushes nothing, and so does a status whose entries stage
-nothing new — found by a reviewer: a file the compute step added to the index and
-then deleted, or a tracked file it removed from the index only."""
+"""Stage-out's "did anything change?" on a real git checkout (local executor,
+docs/site-runtime.md): a clean status pushes nothing, and so does a status whose
+entries stage nothing new: a file the compute step added to the index and then
+deleted, or a tracked file it removed from the index only."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 
 ENV = {
     "PATH": os.environ["PATH"],
@@ -97,7 +97,7 @@ def test_a_commit_compute_made_itself_is_pushed(tmp_path):
     sh(repo, "git", "add", "-A")
     sh(repo, "git", "commit", "-q", "-m", "metrics")
     head = sh(repo, "git", "rev-parse", "HEAD").strip()
-    assert runner.head_commit() == head  # read from .git, no process
+    assert runner.repo.head_commit() == head  # read from .git, no process
     outcome = runner.stage_out()
     assert outcome == {"exit_code": 0, "output_commit": head}
     assert sh(origin, "git", "rev-parse", "main").strip() == head

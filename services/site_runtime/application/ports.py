@@ -1,15 +1,28 @@
-"""Ports of the Site Runtime (DESIGN.md, Site Runtime; seed 004 §4C; seed 001).
+"""Ports of the Site Runtime (docs/site-runtime.md, How the Runtime is built).
 
 The worker pulls :class:`SiteCommand` values from the Site edge, journals them,
 hands them to an executor and records the :class:`CommandResult` it returns.
 JSON shapes: ``docs/site-commands.md``.
+
+An executor implements one family's Protocol, or both:
+
+* :class:`QueuedBatchExecutor` — ``prepare`` / ``start`` / ``observe`` / ``cancel``
+  (Slurm jobs, local processes, Kubernetes Jobs);
+* :class:`ReconciledServiceExecutor` — ``apply`` / ``observe`` / ``terminate``
+  (Kubernetes Deployments and inference services).
+
+Both also answer ``read-log`` and ``recover``. The worker dispatches each command
+kind to the method of the Protocol the executor implements
+(:func:`command_handlers`); the shared prologue of every command (saved-result
+replay, per-Attempt lock, ``attempt-not-prepared``, ``recover``) is
+:class:`~site_runtime.application.journaled.JournaledExecutor`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -63,11 +76,20 @@ class Deferred(Exception):
         self.retry_after = retry_after
 
 
+#: One command handler: the command in, its exact result out (or Deferred raised).
+CommandHandler = Callable[[SiteCommand], Awaitable[CommandResult]]
+
+#: Command kinds of each Workload family (docs/site-commands.md).
+QUEUED_BATCH_KINDS = ("prepare", "start", "observe", "cancel", "read-log")
+RECONCILED_SERVICE_KINDS = ("apply", "observe", "terminate", "read-log")
+
+
+@runtime_checkable
 class QueuedBatchExecutor(Protocol):
-    """Executor of the ``queued-batch`` family (seed 004, Workload families).
+    """Executor of the ``queued-batch`` family (docs/site-runtime.md, Commands).
 
     Every method is idempotent for the same command and must never create a second
-    native effect for the same Attempt stage (seed 000, Recovery).
+    native effect for the same Attempt stage (docs/site-runtime.md, Recovery).
     """
 
     async def prepare(self, command: SiteCommand) -> CommandResult:
@@ -98,7 +120,7 @@ class QueuedBatchExecutor(Protocol):
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Stop the Attempt's native work; a finished or unknown Attempt is left as it is.
 
-        The actual native state is then learned by a later ``observe`` (seed 004 §7C).
+        The actual native state is then learned by a later ``observe`` (docs/site-runtime.md, Recovery).
         """
         ...
 
@@ -109,19 +131,112 @@ class QueuedBatchExecutor(Protocol):
     async def read_log(self, command: SiteCommand) -> CommandResult:
         """Answer a ``read-log`` command with a bounded read of the Attempt's logs.
 
-        Reads only under the viewer's current read permit (seed 001, Private Run log
+        Reads only under the viewer's current read permit (docs/site-commands.md, ``read-log``; Private Run log
         commands), at most the permit's ``max_bytes`` (≤ 5 MiB); a definite refusal is
         a ``refused`` result with its ``code``.
         """
         ...
 
 
+@runtime_checkable
+class ReconciledServiceExecutor(Protocol):
+    """Executor of the ``reconciled-service`` family: a long-running service kept in
+    its applied shape until terminated (docs/site-commands.md, ``apply`` / ``terminate``).
+
+    Same duties as :class:`QueuedBatchExecutor`: idempotent per command, never a
+    second native effect for the same Attempt, exact results saved before return.
+    """
+
+    async def apply(self, command: SiteCommand) -> CommandResult:
+        """Create or converge the Attempt's native service from the saved payload.
+
+        Returns ``succeeded`` (with ``native_jobs`` naming what was applied) or a
+        definite ``refused`` with a ``code``; raises :class:`Deferred` to keep it pending.
+        """
+        ...
+
+    async def observe(self, command: SiteCommand) -> CommandResult:
+        """Report the service's current native state as ``observation`` (``endpoint``
+        once ready; ``unknown`` phase when the native system could not be asked)."""
+        ...
+
+    async def terminate(self, command: SiteCommand) -> CommandResult:
+        """Remove the Attempt's native service; ``message`` is ``accepted``,
+        ``already-terminal`` or ``not-found``. The end state is learned by ``observe``."""
+        ...
+
+    async def recover(self, command: SiteCommand) -> CommandResult:
+        """Finish a command journaled as in flight before a restart, without duplicating it."""
+        ...
+
+    async def read_log(self, command: SiteCommand) -> CommandResult:
+        """Answer ``read-log`` under the viewer's read permit, as for queued-batch."""
+        ...
+
+
+#: What the worker accepts: an executor of either family, or of both.
+SiteExecutor = QueuedBatchExecutor | ReconciledServiceExecutor
+
+
+def command_handlers(executor: SiteExecutor) -> dict[str, CommandHandler]:
+    """``{command kind: bound method}`` for the families ``executor`` implements.
+
+    Raises TypeError for an object that implements neither Protocol (a wiring error).
+    """
+    handlers: dict[str, CommandHandler] = {}
+    if isinstance(executor, QueuedBatchExecutor):
+        handlers.update(
+            {
+                "prepare": executor.prepare,
+                "start": executor.start,
+                "observe": executor.observe,
+                "cancel": executor.cancel,
+                "read-log": executor.read_log,
+            }
+        )
+    if isinstance(executor, ReconciledServiceExecutor):
+        handlers.update(
+            {
+                "apply": executor.apply,
+                "observe": executor.observe,
+                "terminate": executor.terminate,
+                "read-log": executor.read_log,
+            }
+        )
+    if not handlers:
+        raise TypeError(f"{type(executor).__name__} implements no executor Protocol")
+    return handlers
+
+
+@runtime_checkable
+class Supervising(Protocol):
+    """An executor with background work of its own (the local executor advances its
+    stage processes between commands); the Runtime starts and stops it around the worker."""
+
+    async def start_supervision(self) -> None:
+        """Start the background work (idempotent)."""
+        ...
+
+    async def stop_supervision(self) -> None:
+        """Stop it; native work keeps running and is adopted at the next start."""
+        ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """An executor that holds resources to release when the Runtime stops
+    (``close`` may be a coroutine function)."""
+
+    def close(self) -> object:
+        """Release them; native work keeps running."""
+        ...
+
+
 class NativeEndNotice(Protocol):
     """Tells the Site edge that an Attempt's native work ended (ADR 0016): a hint that
     makes Execution Core observe the Attempt at once, never evidence — the ``observe``
-    that follows reports what happened. ``adaptors/edge_client.py``'s
+    that follows reports what happened. ``adaptors/edge/client.py``'s
     ``EdgeClient.notice_native_end`` implements it (``POST
     /v1/attempts/{attempt_id}/native-end``); the result is not used."""
 
-    def __call__(self, attempt_id: str) -> Awaitable[object]:
-        ...
+    def __call__(self, attempt_id: str) -> Awaitable[object]: ...

@@ -1,8 +1,9 @@
-"""The Site Runtime worker: one per Site stream (DESIGN.md, Site Runtime; seed 004 §4C;
-seed 001, deferrals).
+"""The Site Runtime worker: one per Site stream (docs/site-runtime.md, How a command is
+handled).
 
 For each command: pull it from the Site edge → journal it in ``delivery.sqlite``
-BEFORE acting → dispatch it by ``kind`` to the executor → save the exact result in
+BEFORE acting → dispatch it by ``kind`` to the executor's method of the family Protocol it implements
+(:func:`~site_runtime.application.ports.command_handlers`) → save the exact result in
 the journal BEFORE reporting it → record it at the edge → mark it acknowledged.
 Recording a result also asks for the stream's next command (``next_wait``), which
 the edge hands out with its answer; the worker then takes that one instead of
@@ -14,7 +15,7 @@ After a restart a command whose result was saved is replayed (recorded again; th
 edge treats an identical result as already recorded), and a command that was
 journaled before the restart without a saved result goes to
 ``executor.recover(command)``, which finishes it without a second native effect
-(seed 000, Recovery).
+(docs/site-runtime.md, Recovery).
 
 ``Deferred(code)`` from the executor is not a result: the worker reports the code
 once per command and code (``POST /v1/commands/{sequence}/progress``), keeps the
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,19 +39,16 @@ from site_runtime.application.delivery import (
     EdgeUnavailable,
     JournalEntry,
 )
-from site_runtime.application.ports import CommandResult, Deferred, QueuedBatchExecutor, SiteCommand
+from site_runtime.application.ports import (
+    CommandResult,
+    Deferred,
+    SiteCommand,
+    SiteExecutor,
+    command_handlers,
+)
 from site_runtime.domain.deferrals import is_catalogued
 
 log = logging.getLogger("site_runtime.worker")
-
-#: command kind -> executor method (docs/site-commands.md).
-DISPATCH = {
-    "prepare": "prepare",
-    "start": "start",
-    "observe": "observe",
-    "cancel": "cancel",
-    "read-log": "read_log",
-}
 
 
 def canonical_json(value: Any) -> str:
@@ -105,13 +103,15 @@ class Worker:
         self,
         edge: EdgePort,
         journal: DeliveryJournal,
-        executor: QueuedBatchExecutor,
+        executor: SiteExecutor,
         settings: WorkerSettings | None = None,
         fault: Callable[[str], None] = lambda step: None,
     ) -> None:
         self.edge = edge
         self.journal = journal
         self.executor = executor
+        # command kind -> the executor's method, by the family Protocols it implements.
+        self._handlers = command_handlers(executor)
         self.settings = settings or WorkerSettings()
         self.fault = fault
         self._dispatched_here: set[int] = set()
@@ -247,15 +247,14 @@ class Worker:
         return result
 
     async def _dispatch(self, command: SiteCommand) -> CommandResult:
-        method = DISPATCH.get(command.kind)
-        if method is None:
+        handler = self._handlers.get(command.kind)
+        if handler is None:
             return CommandResult(
                 command.command_id,
                 "refused",
                 "unsupported-command-kind",
                 f"this Runtime does not execute {command.kind!r} commands",
             )
-        handler: Callable[[SiteCommand], Awaitable[CommandResult]] = getattr(self.executor, method)
         return await handler(command)
 
     async def _deferred(self, entry: JournalEntry, deferral: Deferred) -> None:
@@ -274,7 +273,7 @@ class Worker:
         try:
             await self.edge.report_progress(entry.sequence, entry.command.command_id, code)
         except (EdgeUnavailable, EdgeRefused) as error:
-            # Best effort (seed 001): the command stays pending either way and the report
+            # Best effort: the command stays pending either way and the report
             # is sent again with the next deferral.
             log.warning(
                 "progress report for command %s not accepted (%s)",
