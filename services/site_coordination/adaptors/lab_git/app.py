@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from site_coordination.adaptors.edge.caller import printable
 from site_coordination.adaptors.lab_git.http_backend import BodyTooLarge, run_http_backend
 from site_coordination.adaptors.lab_git.repositories import create_repository
 from site_coordination.adaptors.lab_git.tokens import Access, check_token
@@ -109,7 +110,7 @@ class LabGitApp:
             # only a refused credential is worth an operator's attention.
             presented = any(k.lower() == b"authorization" for k, _ in scope.get("headers", []))
             log.log(logging.INFO if presented else logging.DEBUG,
-                    "lab git refused %s %s: credential-refused%s", method, path,
+                    "lab git refused %s %s: credential-refused%s", method, printable(path),
                     "" if presented else " (no credential yet; git retries with one)")
             await _respond(send, 401, "credential-refused", challenge=True)
             return
