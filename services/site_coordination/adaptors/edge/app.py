@@ -26,6 +26,7 @@ from site_coordination.adaptors.edge.caller import caller_check
 from site_coordination.adaptors.edge.errors import install_error_handlers
 from site_coordination.adaptors.edge.notifier import StreamNotifier
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.adaptors.run_ends_store import PostgresRunEnds
 from site_coordination.application import site_requests, streams
 from site_coordination.application.grants import authenticate
 from site_coordination.application.ports import (
@@ -275,8 +276,9 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             if body.repository_grant is not None:
                 # Only after a positive decision; a grant refusal rolls both back.
                 issued = await site_requests.issue_repository_grant(
-                    store, svc.authority, svc.source_control(session), grant,
-                    body.attempt_id, body.repository_grant, svc.settings.repository_grant_seconds)
+                    store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
+                    grant, body.attempt_id, body.repository_grant,
+                    svc.settings.repository_grant_seconds)
         return s.ExecutionAuthorised(**verdict, repository_grant=_repository_grant(issued))
 
     @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
@@ -316,8 +318,8 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             store = PostgresSiteStore(session)
             grant = await _grant(store, request)
             issued = await site_requests.issue_repository_grant(
-                store, svc.authority, svc.source_control(session), grant, attempt_id,
-                body.direction, svc.settings.repository_grant_seconds)
+                store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
+                grant, attempt_id, body.direction, svc.settings.repository_grant_seconds)
         return _repository_grant(issued)
 
     @router.delete("/repository-grants/{grant_id}", status_code=204, tags=["repository grants"])
