@@ -39,7 +39,8 @@ async def serve() -> None:
     engine = create_engine(settings.database_url)
     topology = Topology(prefix=settings.topology_prefix)
     authority = GovernanceProjectAuthority(GovernanceFile(settings.governance_file))
-    source = GitSourceControl(timeout_seconds=settings.git_timeout_seconds,
+    source = GitSourceControl(policy=settings.repository_policy,
+                              timeout_seconds=settings.git_timeout_seconds,
                               credentials=settings.git_credentials, ca_file=settings.git_ca_file)
     server = PortfolioCommandServer(engine, settings.amqp_url, topology,
                                     preparation=Preparation(source, authority), authority=authority)

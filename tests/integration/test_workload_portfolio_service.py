@@ -15,6 +15,7 @@ from metallo.common.v1 import common_pb2
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay, Rejected, RequestClient
 from metallo.persistence.engine import create_engine
+from metallo.repository_policy import RepositoryPolicy
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 from tests.unit.workload_portfolio_repos import ACTIONS, commit, make_repo
 from workload_portfolio.__main__ import MIGRATIONS
@@ -102,7 +103,8 @@ async def stack(tmp_path, make_database, amqp_url, topology):
     url = await make_database("workload_portfolio", MIGRATIONS)
     engine = create_engine(url)
     authority = GovernanceProjectAuthority(GovernanceFile(gov_path))
-    source = ProbedSource(GitSourceControl(timeout_seconds=30))
+    source = ProbedSource(GitSourceControl(policy=RepositoryPolicy.of(allow_local=True),
+                                           timeout_seconds=30))
     source.engine = server_engine = create_engine(url)  # the server's own pool, probed above
     server = PortfolioCommandServer(server_engine, amqp_url, topology, authority=authority,
                                     preparation=Preparation(source, authority))
