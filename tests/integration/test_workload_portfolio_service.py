@@ -301,3 +301,22 @@ async def test_prepare_branch_in_file_order_and_list_workloads_paginated(stack):
     empty = await stack.client.request(wp.ListWorkloads(
         metadata=common_pb2.QueryMetadata(acting_member="m-zed", project="other")), timeout=30)
     assert list(empty.workloads) == [] and empty.page.next_page_token == ""
+
+
+async def test_policy_refusals_change_nothing(stack):
+    for url, code in (("https://169.254.169.254/latest/meta-data/x.git",
+                       "repository-host-not-allowed"),
+                      ("http://127.0.0.1/x.git", "repository-scheme-not-allowed")):
+        with pytest.raises(Rejected) as exc:
+            await stack.prepare("train", url=url)
+        assert exc.value.code == code, url
+    commit(stack.repo, {"actions.yaml": "version: 1\nactions:\n  a:\n    type: k8s-job\n"
+                                        "    command: [x]\n    runtime:\n      environment:\n"
+                                        "        OK: yes\n        LD_PRELOAD: /tmp/x.so\n"})
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare("a")
+    assert exc.value.code == "actions-invalid"
+    problems = [v for k, v in exc.value.details.items() if k.startswith("problem.")]
+    assert len(problems) == 1 and problems[0].startswith(
+        "actions.yaml:9:9: actions.a.runtime.environment.LD_PRELOAD: LD_PRELOAD is forbidden")
+    assert await stack.revisions() == 0

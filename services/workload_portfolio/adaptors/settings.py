@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from metallo.environment_policy import EnvironmentPolicy
 from metallo.persistence.engine import database_url
 from metallo.repository_policy import RepositoryPolicy
 from workload_portfolio.adaptors.git_source import Credential, HostCredentials
@@ -46,6 +47,7 @@ class Settings:
     git_ca_file: str | None
     git_credentials: HostCredentials
     repository_policy: RepositoryPolicy
+    environment_policy: EnvironmentPolicy
 
     @classmethod
     def from_environment(cls) -> Settings:
@@ -67,4 +69,5 @@ class Settings:
             git_ca_file=os.environ.get("METALLO_GIT_CA_FILE") or None,
             git_credentials=HostCredentials(creds),
             repository_policy=RepositoryPolicy.from_environment(),
+            environment_policy=EnvironmentPolicy.from_environment(),
         )
