@@ -3,7 +3,9 @@
 Every route except ``/healthz`` and ``/.well-known/jwks.json`` needs a ``psb_``
 command grant, read afresh from PostgreSQL in the request's own transaction. A
 refusal rolls that transaction back, so it changes nothing, and is logged with
-its code only (never a secret).
+its code only (never a secret). A request refused for its shape (body, path,
+query) is answered only after its caller is authenticated (``errors``,
+``caller``), and the interactive API pages exist only when ``api_docs`` is set.
 """
 
 from __future__ import annotations
