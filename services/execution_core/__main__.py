@@ -28,6 +28,7 @@ from execution_core.application.settings import Settings
 from metallo.governance import GovernanceFile
 from metallo.log_setup import configure_logging
 from metallo.messaging import Topology
+from metallo.operations import OpsServer, service_readiness
 from metallo.persistence.engine import create_engine, database_url
 from metallo.persistence.migrations import migrate
 
@@ -49,16 +50,20 @@ async def main() -> None:
         ),
         settings=Settings.from_env(),
     )
+    ops = OpsServer("execution_core", service_readiness(engine, MIGRATIONS, lambda: [
+        *service.server.queue_consumers, *service.consumer.queue_consumers]))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    await ops.start()
     await service.start()
     logging.getLogger("execution_core").info("Execution Core started")
     try:
         await stop.wait()
     finally:
         await service.stop()
+        await ops.stop()
         await engine.dispose()
 
 

@@ -36,6 +36,7 @@ async def serve() -> None:
     """Migrate, start every part, wait for a stop signal, stop."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import Topology
+    from metallo.operations import OpsServer, service_readiness
     from metallo.persistence.engine import create_engine, database_url
     from metallo.persistence.migrations import migrate
     from pipeline_coordination.adaptors.governance_authority import GovernanceAuthority
@@ -54,16 +55,20 @@ async def serve() -> None:
         ),
         settings=Settings.from_env(),
     )
+    ops = OpsServer("pipeline_coordination", service_readiness(engine, MIGRATIONS, lambda: [
+        *service.server.queue_consumers, *service.consumer.queue_consumers]))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    await ops.start()
     await service.start()
     logging.getLogger("pipeline_coordination").info("Pipeline Coordination started")
     try:
         await stop.wait()
     finally:
         await service.stop()
+        await ops.stop()
         await engine.dispose()
 
 

@@ -158,6 +158,7 @@ async def serve_forever() -> None:
     """Migrations, then the command consumer, the outbox relay and the edge until a signal."""
     from metallo.identity.issuer import LabIssuer
     from metallo.messaging import OutboxRelay, Topology
+    from metallo.operations import OpsServer, service_readiness
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from site_coordination.adaptors.command_handlers import build_command_server
@@ -186,6 +187,9 @@ async def serve_forever() -> None:
     server, sock = build_server(app, settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
+    ops = OpsServer("site_coordination",
+                    service_readiness(engine, MIGRATIONS, lambda: commands.queue_consumers))
+    await ops.start()
     await relay.start()
     await commands.start()
     # uvicorn handles SIGINT/SIGTERM itself and returns from serve().
@@ -196,6 +200,7 @@ async def serve_forever() -> None:
     finally:
         await commands.stop()
         await relay.stop()
+        await ops.stop()
         await edge_db.dispose()
         await engine.dispose()
 

@@ -9,6 +9,8 @@ itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECT
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
+``METALLO_OPS_ADDRESS``: ``/healthz``, ``/readyz`` and ``/metrics`` (default
+``127.0.0.1:0``; docs/operators.md, Probes and metrics).
 
 Each executor comes from its package's factory (``adaptors/local/factory.py``,
 ``adaptors/slurm/factory.py``); the slurm package is imported only with
@@ -29,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from metallo.log_setup import configure_logging
+from metallo.operations import OpsServer, Readiness, started_check
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import JournalMismatch
@@ -130,6 +133,10 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    started = asyncio.Event()
+    ops = OpsServer("site_runtime", Readiness({"worker": started_check(
+        started, "the worker has not started (supervision or journal recovery under way)")}))
+    await ops.start()
     supervise = getattr(executor, "start_supervision", None)
     if supervise is not None:
         await supervise()
@@ -137,6 +144,7 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         "Site Runtime started: edge %s, executor %s, state %s", args.edge, args.executor, state
     )
     status = 0
+    started.set()
     try:
         await worker.run(stop)
     except JournalMismatch as error:
@@ -153,6 +161,7 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 await result
         await edge.close()
         journal.close()
+        await ops.stop()
     log.info("Site Runtime stopped")
     return status
 

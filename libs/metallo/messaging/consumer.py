@@ -181,6 +181,17 @@ class QueueConsumer:
         # may reorder concurrent deliveries).
         self._consumer_tag = await queue.consume(self._on_message)
 
+    async def connected(self, timeout: float = 2.0) -> bool:
+        """True while this consumer's RabbitMQ connection is up (readiness)."""
+        return self._broker is not None and await self._broker.ping(timeout)
+
+    async def attached(self, timeout: float = 2.0) -> bool:
+        """True while connected and subscribed to the queue (readiness: a service
+        whose consumer is not attached takes no work)."""
+        if self._consumer_tag is None or self._closing:
+            return False
+        return await self.connected(timeout)
+
     @property
     def broker(self) -> RabbitBroker:
         """The connected broker (for publishing replies beside the consumer)."""

@@ -142,6 +142,11 @@ class CommandServer:
         for consumer in self._consumers:
             await consumer.start()
 
+    @property
+    def queue_consumers(self) -> list[QueueConsumer]:
+        """The command and query queues' consumers (empty before :meth:`start`)."""
+        return list(self._consumers)
+
     async def stop(self) -> None:
         """Stop consuming; deliveries not yet acked are redelivered to the next server."""
         for consumer in self._consumers:
