@@ -36,7 +36,9 @@ async def serve() -> None:
     """Migrate, start every part, wait for a stop signal, stop."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import Topology
-    from metallo.operations import OpsServer, service_readiness
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine, database_url
     from metallo.persistence.migrations import migrate
     from pipeline_coordination.adaptors.governance_authority import GovernanceAuthority
@@ -56,7 +58,8 @@ async def serve() -> None:
         settings=Settings.from_env(),
     )
     ops = OpsServer("pipeline_coordination", service_readiness(engine, MIGRATIONS, lambda: [
-        *service.server.queue_consumers, *service.consumer.queue_consumers]))
+        *service.server.queue_consumers, *service.consumer.queue_consumers]),
+        collectors=[outbox_collector("pipeline_coordination", engine)])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -158,13 +158,16 @@ async def serve_forever() -> None:
     """Migrations, then the command consumer, the outbox relay and the edge until a signal."""
     from metallo.identity.issuer import LabIssuer
     from metallo.messaging import OutboxRelay, Topology
-    from metallo.operations import OpsServer, service_readiness
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from site_coordination.adaptors.command_handlers import build_command_server
     from site_coordination.adaptors.edge.server import build_server
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
     from site_coordination.adaptors.lab_git.app import LabGitSettings
+    from site_coordination.adaptors.metrics import site_metrics
     from site_coordination.adaptors.settings import Settings
     from site_coordination.adaptors.wiring import build_edge, edge_engine
 
@@ -188,7 +191,9 @@ async def serve_forever() -> None:
     commands = build_command_server(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
     ops = OpsServer("site_coordination",
-                    service_readiness(engine, MIGRATIONS, lambda: commands.queue_consumers))
+                    service_readiness(engine, MIGRATIONS, lambda: commands.queue_consumers),
+                    collectors=[outbox_collector("site_coordination", engine),
+                                site_metrics(engine)])
     await ops.start()
     await relay.start()
     await commands.start()

@@ -31,9 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from metallo.log_setup import configure_logging
-from metallo.operations import OpsServer, Readiness, started_check
+from metallo.operations.readiness import Readiness, started_check
+from metallo.operations.server import OpsServer
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.native_metrics import measure_native_requests
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.worker import Worker, WorkerSettings
 
@@ -127,6 +129,7 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except SettingsError:
         await edge.close()
         raise
+    measure_native_requests(edge, executor)
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()

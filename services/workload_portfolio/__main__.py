@@ -26,7 +26,9 @@ async def serve() -> None:
     """Run the service until a termination signal."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import OutboxRelay, Topology
-    from metallo.operations import OpsServer, service_readiness
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
@@ -46,7 +48,8 @@ async def serve() -> None:
                                     preparation=Preparation(source, authority), authority=authority)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="workload_portfolio")
     ops = OpsServer("workload_portfolio",
-                    service_readiness(engine, MIGRATIONS, lambda: server.queue_consumers))
+                    service_readiness(engine, MIGRATIONS, lambda: server.queue_consumers),
+                    collectors=[outbox_collector("workload_portfolio", engine)])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

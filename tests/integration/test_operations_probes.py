@@ -8,7 +8,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from metallo.operations import OpsServer, Readiness, service_readiness
+from metallo.operations.readiness import Readiness, service_readiness
+from metallo.operations.server import OpsServer
 from metallo.persistence.engine import create_engine
 from tests.integration.ledger.service import MIGRATIONS, ledger_server
 

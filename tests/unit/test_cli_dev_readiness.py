@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from metallo.operations import OpsServer, Readiness
+from metallo.operations.readiness import Readiness
+from metallo.operations.server import OpsServer
 from tests.unit.cli_support import run_cli
 
 

@@ -3,7 +3,7 @@ default, a clear error naming the variable otherwise."""
 
 import pytest
 
-from metallo.operations import ops_address
+from metallo.operations.server import ops_address
 
 
 def test_default_is_loopback_with_a_picked_port():

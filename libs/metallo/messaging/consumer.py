@@ -35,6 +35,7 @@ from metallo.messaging.errors import PoisonMessage
 from metallo.messaging.registry import load_all_messages
 from metallo.messaging.relay import backoff_seconds
 from metallo.messaging.topology import Topology
+from metallo.operations.metrics import DEAD_LETTERED, REDELIVERED, RETRIED
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +241,8 @@ class QueueConsumer:
             # afresh; the old channel's unacked deliveries are redelivered anyway.
             acks = self._acks = _Acks(incoming.channel, hold=max(1, (self.prefetch or 64) // 2))
         acks.received(incoming)
+        if incoming.redelivered:
+            REDELIVERED.labels(self.queue_name).inc()
         key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
         lane = zlib.crc32(key.encode()) % len(self._lanes)
         self._lanes[lane].put_nowait(incoming)  # unbounded (prefetch bounds it): no await
@@ -310,6 +313,7 @@ class QueueConsumer:
         headers = dict(incoming.headers or {})
         headers["x-metallo-dead-reason"] = reason[:500]
         headers["x-metallo-source-queue"] = self.queue_name
+        DEAD_LETTERED.labels(self.queue_name).inc()
         await self._republish(incoming, f"{self.queue_name}.dlq", headers)
         await self._settle([incoming])
 
@@ -323,6 +327,7 @@ class QueueConsumer:
         headers["x-metallo-retries"] = tries
         headers["x-metallo-last-error"] = error[:500]
         delay = backoff_seconds(tries, base=self.retry_base_seconds, cap=30.0)
+        RETRIED.labels(self.queue_name).inc()
         log.warning("retry %d/%d of %s from %s in %.1fs: %s", tries, self.max_retries, incoming.message_id, self.queue_name, delay, error)
         await self._republish(incoming, f"{self.queue_name}.retry", headers, expiration=delay)
         await self._settle([incoming])

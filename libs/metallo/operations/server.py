@@ -20,17 +20,39 @@ import os
 import socket
 
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    generate_latest,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from metallo.operations.metrics import AsyncCollector
 from metallo.operations.readiness import Readiness
 
 OPS_ADDRESS_ENV = "METALLO_OPS_ADDRESS"
 DEFAULT_ADDRESS = "127.0.0.1:0"
 log = logging.getLogger(__name__)
+
+
+COLLECT_TIMEOUT_SECONDS = 5.0
+SCRAPE_ERRORS = Counter("metallo_scrape_errors", "Database metrics that could not be read "
+                        "at a scrape (the rest of the scrape is served)", ["service"])
+
+
+class _Families:
+    """A collector returning metric families read just now."""
+
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        return self.families
 
 
 class _QuietServer(uvicorn.Server):
@@ -55,10 +77,12 @@ class OpsServer:
     """Serves ``/healthz``, ``/readyz`` and ``/metrics`` for one process (module doc)."""
 
     def __init__(self, name: str, readiness: Readiness, *, address: tuple[str, int] | None = None,
-                 registry: CollectorRegistry = REGISTRY):
+                 registry: CollectorRegistry = REGISTRY,
+                 collectors: list[AsyncCollector] | None = None):
         self.name = name
         self.readiness = readiness
         self.registry = registry
+        self.collectors = list(collectors or [])
         self.address = address or ops_address()
         self.port: int | None = None
         self._server: _QuietServer | None = None
@@ -76,7 +100,19 @@ class OpsServer:
                             status_code=200 if ready else 503)
 
     async def _metrics(self, _request: Request) -> Response:
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        body = generate_latest(self.registry)
+        families = []
+        for collect in self.collectors:
+            try:
+                families.extend(await asyncio.wait_for(collect(), COLLECT_TIMEOUT_SECONDS))
+            except Exception as error:  # one failing source must not hide the others
+                SCRAPE_ERRORS.labels(self.name).inc()
+                log.warning("%s: a metrics collector failed: %s", self.name, error)
+        if families:
+            scraped = CollectorRegistry(auto_describe=False)
+            scraped.register(_Families(families))
+            body += generate_latest(scraped)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def start(self) -> None:
         """Bind (raises OSError when the address is taken) and serve in the background."""
