@@ -158,6 +158,7 @@ async def serve_forever() -> None:
     """Migrations, then the command consumer, the outbox relay and the edge until a signal."""
     from metallo.identity.issuer import LabIssuer
     from metallo.messaging import OutboxRelay, Topology
+    from metallo.operations.asgi_metrics import RequestMetrics
     from metallo.operations.metrics import outbox_collector
     from metallo.operations.readiness import service_readiness
     from metallo.operations.server import OpsServer
@@ -187,7 +188,7 @@ async def serve_forever() -> None:
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
                      lab_git=lab_git, draining=lambda: server.should_exit)
-    server, sock = build_server(app, settings.serve)
+    server, sock = build_server(RequestMetrics(app), settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
     ops = OpsServer("site_coordination",
