@@ -88,5 +88,9 @@ def test_counters_move_during_a_run(local_stack, scratch_repo):
     edge = dict(target="site_edge", method="POST")
     assert value(after["site_runtime"], "metallo_native_request_seconds_count", **edge) > \
         value(before["site_runtime"], "metallo_native_request_seconds_count", **edge)
+    def edge_answers(samples) -> float:
+        return sum(v for (name, labels), v in samples.items()
+                   if name == "metallo_http_requests_total" and ("status", "2xx") in labels)
+    assert edge_answers(after["site_coordination"]) > edge_answers(before["site_coordination"])
     for name in SERVICES:
         assert ("metallo_outbox_backlog", frozenset({("service", name)})) in after[name], name
