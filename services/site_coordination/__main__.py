@@ -159,6 +159,10 @@ async def serve_forever() -> None:
     """Migrations, then the command consumer, the outbox relay and the edge until a signal."""
     from metallo.identity.issuer import LabIssuer
     from metallo.messaging import OutboxRelay, Topology
+    from metallo.operations.asgi_metrics import RequestMetrics
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from site_coordination.adaptors.command_handlers import build_command_server
@@ -166,6 +170,7 @@ async def serve_forever() -> None:
     from site_coordination.adaptors.event_handlers import build_event_consumer
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
     from site_coordination.adaptors.lab_git.app import LabGitSettings
+    from site_coordination.adaptors.metrics import site_metrics
     from site_coordination.adaptors.settings import Settings
     from site_coordination.adaptors.wiring import build_edge, edge_engine
 
@@ -185,10 +190,15 @@ async def serve_forever() -> None:
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
                      lab_git=lab_git, draining=lambda: server.should_exit)
-    server, sock = build_server(app, settings.serve)
+    server, sock = build_server(RequestMetrics(app), settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology)
     events = build_event_consumer(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
+    ops = OpsServer("site_coordination",
+                    service_readiness(engine, MIGRATIONS, lambda: commands.queue_consumers),
+                    collectors=[outbox_collector("site_coordination", engine),
+                                site_metrics(engine)])
+    await ops.start()
     await relay.start()
     await commands.start()
     await events.start()
@@ -201,6 +211,7 @@ async def serve_forever() -> None:
         await events.stop()
         await commands.stop()
         await relay.stop()
+        await ops.stop()
         await edge_db.dispose()
         await engine.dispose()
 

@@ -9,6 +9,8 @@ itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECT
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
+``METALLO_OPS_ADDRESS``: ``/healthz``, ``/readyz`` and ``/metrics`` (default
+``127.0.0.1:0``; docs/operators.md, Probes and metrics).
 
 Each executor comes from its package's factory (``adaptors/local/factory.py``,
 ``adaptors/slurm/factory.py``); the slurm package is imported only with
@@ -29,8 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from metallo.log_setup import configure_logging
+from metallo.operations.readiness import Readiness, started_check
+from metallo.operations.server import OpsServer
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.native_metrics import measure_native_requests
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.ports import Closing, Supervising
 from site_runtime.application.worker import Worker, WorkerSettings
@@ -125,18 +130,24 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except SettingsError:
         await edge.close()
         raise
+    measure_native_requests(edge, executor)
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    started = asyncio.Event()
+    ops = OpsServer("site_runtime", Readiness({"worker": started_check(
+        started, "the worker has not started (supervision or journal recovery under way)")}))
+    await ops.start()
     if isinstance(executor, Supervising):
         await executor.start_supervision()
     log.info(
         "Site Runtime started: edge %s, executor %s, state %s", args.edge, args.executor, state
     )
     status = 0
+    started.set()
     try:
         await worker.run(stop)
     except JournalMismatch as error:
@@ -151,6 +162,7 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 await result
         await edge.close()
         journal.close()
+        await ops.stop()
     log.info("Site Runtime stopped")
     return status
 

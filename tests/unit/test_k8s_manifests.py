@@ -140,7 +140,8 @@ def test_runtime_state_is_a_persistent_single_writer(documents):
                   if d["metadata"]["name"] == "metallo-site-runtime")["data"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "state")["mountPath"]
     assert config["RUNTIME_STATE_DIRECTORY"] == mount
-    assert "ports" not in container, "a Site Runtime exposes no inbound port"
+    assert [p["name"] for p in container.get("ports", [])] == ["ops"], \
+        "a Site Runtime exposes only its operations endpoint (probes, metrics)"
     # Every runtime setting is one the Site Runtime actually reads.
     source = "".join(p.read_text() for p in (ROOT / "services" / "site_runtime").rglob("*.py"))
     for name in config:
@@ -158,3 +159,22 @@ def test_services_select_deployments_and_name_their_ports(documents):
                  for p in c.get("ports", [])}
         for port in svc["spec"]["ports"]:
             assert port["targetPort"] in ports
+
+
+def test_probes_use_each_services_operations_endpoint(documents):
+    # Readiness is /readyz (database, migrations, broker, consumers; docs/operators.md,
+    # Probes and metrics), liveness /healthz, both on the `ops` port, which is the
+    # port METALLO_OPS_ADDRESS in the container's ConfigMap listens on.
+    config = {d["metadata"]["name"]: d.get("data", {}) for d in of_kind(documents, "ConfigMap")}
+    for d in of_kind(documents, "Deployment"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            assert "ops" in ports, c["name"]
+            assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ops"}, c["name"]
+            assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "ops"}, c["name"]
+            settings = {}
+            for source in c.get("envFrom", []):
+                settings.update(config[source["configMapRef"]["name"]])
+            settings.update({e["name"]: e.get("value") for e in c.get("env", [])})
+            host, _, port = settings["METALLO_OPS_ADDRESS"].rpartition(":")
+            assert host and int(port) == ports["ops"], (c["name"], settings["METALLO_OPS_ADDRESS"])

@@ -16,6 +16,9 @@ from metallo.devstack.layout import REPO_ROOT, Layout
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
+#: Each component's operations endpoint (/healthz, /readyz, /metrics) on loopback:
+#: METALLO_DEV_OPS_PORT_BASE (default 9461) plus the component's place here.
+OPS_COMPONENTS = (*SERVICES, "site_runtime")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,12 @@ class Component:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: str = "process"          # process | queue:<name> | https:<url>
+
+    @property
+    def ops_url(self) -> str | None:
+        """``http://<METALLO_OPS_ADDRESS>`` when the component has an operations endpoint."""
+        address = self.env.get("METALLO_OPS_ADDRESS")
+        return f"http://{address}" if address else None
 
     def argv(self) -> list[str]:
         """The command line: this interpreter, ``-m <module>`` and the arguments."""
@@ -147,7 +156,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
                                       dict(env), ready="queue:pipeline_coordination.commands")
     runtime = runtime_component(layout, options)
     components, missing = [], []
+    base = int(os.environ.get("METALLO_DEV_OPS_PORT_BASE", "9461"))
     for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):
+        c.env["METALLO_OPS_ADDRESS"] = f"127.0.0.1:{base + OPS_COMPONENTS.index(c.name)}"
         if runnable(c.module):
             components.append(c)
         else:
