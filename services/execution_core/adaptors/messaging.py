@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
 from execution_core.application import log_reads, requests, results
+from execution_core.application.rerun import rerun_run
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
@@ -25,7 +26,7 @@ def register_requests(
     reads: LogReadStore | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Serve LaunchRun, CancelRun, ReadRunLog (commands) and GetRun, ListRuns,
+    """Serve LaunchRun, RerunRun, CancelRun, ReadRunLog (commands) and GetRun, ListRuns,
     GetRunLogRead (queries) on ``server``."""
     reads = reads or SqlLogReadStore()
     settings = settings or Settings()
@@ -41,6 +42,10 @@ def register_requests(
         return await requests.cancel_run(
             session, cmd, store=store, authority=authority, outbox=outbox
         )
+
+    @server.command(pb.RerunRun)
+    async def rerun(session, cmd):
+        return await rerun_run(session, cmd, store=store, authority=authority, outbox=outbox)
 
     @server.query(pb.GetRun)
     async def get(session, q):

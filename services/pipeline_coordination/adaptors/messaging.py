@@ -9,10 +9,11 @@ from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from pipeline_coordination.adaptors.projection import pipeline_message
 from pipeline_coordination.application import requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority
+from pipeline_coordination.domain.rerun import rerun_steps
 
 
 def register_requests(server: CommandServer, store: PipelineStore, authority: ProjectAuthority) -> None:
-    """StartPipeline, StopPipeline (commands); GetPipeline, ListPipelines (queries)."""
+    """StartPipeline, RerunPipeline, StopPipeline (commands); GetPipeline, ListPipelines (queries)."""
 
     @server.command(pb.StartPipeline)
     async def start(session, cmd: pb.StartPipeline) -> pb.StartPipelineReply:
@@ -26,8 +27,26 @@ def register_requests(server: CommandServer, store: PipelineStore, authority: Pr
             repository_url=cmd.repository_url,
             branch=cmd.branch,
             actions=list(cmd.actions),
+            max_active=cmd.max_active,
         )
         return pb.StartPipelineReply(pipeline_id=pipeline_id, state=state)
+
+    @server.command(pb.RerunPipeline)
+    async def rerun(session, cmd: pb.RerunPipeline) -> pb.RerunPipelineReply:
+        new = await requests.rerun_pipeline(
+            session,
+            store,
+            authority,
+            command_id=cmd.metadata.command_id,
+            project=cmd.metadata.project,
+            member=cmd.metadata.acting_member,
+            pipeline_id=cmd.pipeline_id,
+            failed_only=cmd.failed_only,
+            max_active=cmd.max_active,
+        )
+        return pb.RerunPipelineReply(
+            pipeline_id=new.pipeline_id, state=new.state, rerun_of=new.rerun_of, rerun_steps=rerun_steps(new)
+        )
 
     @server.command(pb.StopPipeline)
     async def stop(session, cmd: pb.StopPipeline) -> pb.StopPipelineReply:

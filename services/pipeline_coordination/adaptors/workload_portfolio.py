@@ -27,6 +27,8 @@ def _prepared(a) -> PreparedAction:
         family=a.family,
         environment=a.environment,
         service_kind=a.service_kind,
+        needs=tuple(getattr(a, "needs", ())),
+        when=getattr(a, "when", "") or "success",
     )
 
 

@@ -39,7 +39,7 @@ from pipeline_coordination.application.ports import (
     Unavailable,
 )
 from pipeline_coordination.application.settings import Settings
-from pipeline_coordination.domain import identities
+from pipeline_coordination.domain import identities, schedule
 from pipeline_coordination.domain import pipeline as d
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class Coordinator:
             p, meta = found
             now = await self.store.now(session)
             new = change(p, now)
-            settled = d.settle(new, now)
+            settled = schedule.settle(new, now)
             new = settled.pipeline
             await self.store.save(session, p, new)
             if settled.completed:
@@ -151,7 +151,7 @@ class Coordinator:
         await self.fault("settled")
         wake_in: float | None = None
         for _ in range(MAX_ROUNDS):
-            step_plan = d.plan(p, now, self.timing)
+            step_plan = schedule.plan(p, now, self.timing)
             effect = step_plan.effect
             if effect is None:
                 wake_in = step_plan.wake_in
@@ -164,7 +164,7 @@ class Coordinator:
                 p, wake_seq, now = await self._apply(
                     claim, lambda p, now, m=str(e), r=e.saved: d.on_temporary_failure(p, m, renew_identity=r)
                 )
-                wake_in = d.retry_delay(p, self.timing)
+                wake_in = schedule.retry_delay(p, self.timing)
                 break
             p, wake_seq, now = await self._apply(claim, change)
         else:
