@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline_coordination.domain import graph, rerun, schedule
+from pipeline_coordination.domain import answers, graph, rerun, schedule
 from pipeline_coordination.domain import pipeline as d
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -22,7 +22,7 @@ def prepared(action: str, needs: tuple[str, ...] = (), when: str = "success") ->
 def running(*actions: d.PreparedAction, requested: tuple[str, ...] = (), max_active: int = 4) -> d.Pipeline:
     p = d.Pipeline(PID, "demo", "m-alice", "/repos/demo.git", "main", requested_actions=requested,
                    max_active=max_active)
-    return schedule.settle(d.on_branch_prepared(p, list(actions), C1, NOW), NOW).pipeline
+    return schedule.settle(answers.on_branch_prepared(p, list(actions), C1, NOW), NOW).pipeline
 
 
 DIAMOND = (prepared("a"), prepared("b", ("a",)), prepared("c", ("a",)), prepared("d", ("b", "c")))
@@ -35,14 +35,14 @@ def effects(p: d.Pipeline) -> d.Effect | None:
 def start(p: d.Pipeline, index: int, run_id: str, commit: str = C1) -> d.Pipeline:
     """Pin, record intent and launch step ``index`` as the coordinator does."""
     assert effects(p) == d.Effect("pin", index)
-    p = d.on_pinned(p, index, d.PreparedAction(p.step(index).action, "w", 2, commit, d.BATCH, "slurm"), NOW)
+    p = answers.on_pinned(p, index, d.PreparedAction(p.step(index).action, "w", 2, commit, d.BATCH, "slurm"), NOW)
     assert effects(p) == d.Effect("launch", index)
-    p = d.launch_intent(p, index)
-    return schedule.settle(d.on_launched(p, index, run_id, NOW), NOW).pipeline
+    p = answers.launch_intent(p, index)
+    return schedule.settle(answers.on_launched(p, index, run_id, NOW), NOW).pipeline
 
 
 def end(p: d.Pipeline, index: int, outcome: str, commit: str = "") -> d.Pipeline:
-    p = d.on_run_completed(p, index, p.step(index).run_id, outcome, "exit-nonzero" if outcome == "failed" else "", commit)
+    p = answers.on_run_completed(p, index, p.step(index).run_id, outcome, "exit-nonzero" if outcome == "failed" else "", commit)
     return schedule.settle(p, NOW).pipeline
 
 
@@ -142,15 +142,15 @@ def test_duplicate_and_out_of_order_completions():
     again = end(p, 3, "failed")  # a second, different end of the same Run: the first end wins
     assert again == p
     assert end(p, 3, "succeeded") == p  # an exact repeat changes nothing
-    stranger = d.on_run_completed(p, 2, "someone-else", "failed", "", "")
+    stranger = answers.on_run_completed(p, 2, "someone-else", "failed", "", "")
     assert stranger == p
     # The end of step 4's Run cannot arrive before step 4 recorded a launch.
-    assert d.on_run_completed(p, 4, "r4", "succeeded", "", "") == p
+    assert answers.on_run_completed(p, 4, "r4", "succeeded", "", "") == p
 
 
 def test_stop_skips_waiting_steps_with_the_reason():
     p = start(running(*DIAMOND), 1, "r1")
-    p, recorded = d.request_stop(p, "m-alice", "enough")
+    p, recorded = answers.request_stop(p, "m-alice", "enough")
     p = schedule.settle(p, NOW).pipeline
     assert recorded and p.state == d.STOPPING
     assert {s.reason_code for s in p.steps if s.state == d.SKIPPED} == {d.R_STOPPED}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
 from execution_core.application import log_reads, requests, results
-from execution_core.application.rerun import rerun_run
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
     ProjectAuthority,
     RunStore,
 )
+from execution_core.application.rerun import rerun_run
 from execution_core.application.settings import Settings
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import CommandServer, EventConsumer

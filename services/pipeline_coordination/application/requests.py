@@ -25,7 +25,7 @@ from pipeline_coordination.application.ports import (
     PipelineStore,
     ProjectAuthority,
 )
-from pipeline_coordination.domain import graph, rerun
+from pipeline_coordination.domain import answers, graph, rerun
 from pipeline_coordination.domain import pipeline as d
 
 MAX_REASON = d.MAX_REASON
@@ -154,7 +154,7 @@ async def stop_pipeline(
     if len(reason) > MAX_REASON:
         raise Rejected("invalid-argument", f"reason is longer than {MAX_REASON} characters")
     p, meta = await _own(session, store, project, pipeline_id, lock=True)
-    new, recorded = d.request_stop(p, member, reason)
+    new, recorded = answers.request_stop(p, member, reason)
     if recorded:
         await store.save(session, p, new)
         await store.wake(session, pipeline_id)
@@ -239,7 +239,7 @@ async def run_completed(
         return False
     if step.launch_attempt != ident.attempt:
         return False
-    new = d.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
+    new = answers.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
     if new == p:
         return False
     await store.save(session, p, new)

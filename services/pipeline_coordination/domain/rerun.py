@@ -20,6 +20,7 @@ from pipeline_coordination.domain.pipeline import (
     Step,
 )
 
+
 class RerunRefused(ValueError):
     """The Pipeline cannot be rerun now: ``code`` is ``pipeline-not-ended`` or ``nothing-to-rerun``."""
 
