@@ -96,3 +96,19 @@ async def test_run_rerun_sends_rerun_run_and_show_names_the_original(amqp_url, t
     assert f"Run {new} reruns {RUN_ID} (revision 2, at 111111111111" in done.stdout
     assert json.loads(as_json.stdout)["rerun"]["rerun_of"] == RUN_ID
     assert "rerun of" in shown.stdout and RUN_ID in shown.stdout
+
+
+def test_a_long_chain_is_drawn_as_levels_not_a_deep_tree():
+    from rich.console import Console
+
+    from metallo.cli.pipeline_graph import MAX_TREE_DEPTH, graph_tree, levels
+
+    chain = pc.Pipeline(pipeline_id=PID, state="running")
+    for i in range(1, 31):
+        chain.steps.add(index=i, action=f"s{i}", state="waiting", needs=[i - 1] if i > 1 else [])
+    assert [len(level) for level in levels(chain)] == [1] * 30
+    console = Console(width=100, record=True)
+    console.print(graph_tree(chain))
+    text = console.export_text()
+    assert "level 30: 30 s30 waiting" in text and len(levels(chain)) > MAX_TREE_DEPTH
+    assert [[s.index for s in level] for level in levels(diamond())] == [[1], [2, 3], [4], [5]]

@@ -4,12 +4,16 @@ The graph is a DAG: each step hangs under the first step it needs (its lowest
 index), with its dependents under it; under every other step it needs it
 appears once more as a reference (``↳ 4 eval (also here)``), so each edge is
 drawn and each subtree only once. Steps without needs hang under the Pipeline.
+A graph deeper than :data:`MAX_TREE_DEPTH` (a long chain) is drawn as its
+levels instead, one line per level, so it stays readable in a terminal.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from rich.tree import Tree
+
+MAX_TREE_DEPTH = 12
 
 STATE_STYLE = {
     "succeeded": "green", "ready": "green", "failed": "bold red", "cancelled": "red",
@@ -35,6 +39,26 @@ def _label(step) -> Text:
     return text
 
 
+def levels(pipeline) -> list[list]:
+    """The steps by level: level 0 needs nothing, level k needs at least one step of level k-1."""
+    by_index = {s.index: s for s in pipeline.steps}
+    level: dict[int, int] = {}
+
+    def of(step) -> int:
+        if step.index not in level:
+            level[step.index] = 0  # a cycle (never sent, but never a hang either) stops here
+            needs = [by_index[n] for n in step.needs if n in by_index]
+            level[step.index] = 1 + max((of(n) for n in needs), default=-1)
+        return level[step.index]
+
+    out: list[list] = []
+    for s in pipeline.steps:
+        k = of(s)
+        out.extend([] for _ in range(k + 1 - len(out)))
+        out[k].append(s)
+    return out
+
+
 def graph_tree(pipeline) -> Tree:
     """A Rich Tree of the Pipeline's steps and needs (see module doc)."""
     root = Tree(Text(f"Pipeline {pipeline.pipeline_id} ", style="bold").append(pipeline.state,
@@ -55,6 +79,15 @@ def graph_tree(pipeline) -> Tree:
         for child in dependents[step.index]:
             add(branch, child, step.index)
 
+    layered = levels(pipeline)
+    if len(layered) > MAX_TREE_DEPTH:
+        for k, steps in enumerate(layered):
+            line = Text(f"level {k + 1}: ", style="dim")
+            for i, s in enumerate(steps):
+                line.append(("; " if i else "") + f"{s.index} {s.action} ")
+                line.append(s.state, style=STATE_STYLE.get(s.state, ""))
+            root.add(line)
+        return root
     for s in pipeline.steps:
         if not s.needs:
             add(root, s, None)

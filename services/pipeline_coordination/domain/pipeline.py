@@ -166,6 +166,8 @@ class Pipeline:
 
     def step(self, index: int) -> Step:
         """The step with this 1-based index; raises KeyError when there is none."""
+        if 0 < index <= len(self.steps) and self.steps[index - 1].index == index:
+            return self.steps[index - 1]  # steps are saved and loaded in index order
         for s in self.steps:
             if s.index == index:
                 return s
