@@ -187,3 +187,20 @@ async def test_max_active_one_runs_the_diamond_one_step_at_a_time(h):
     await play(h, pid, 3)
     await play(h, pid, 4)
     await h.until_state(pid, "succeeded")
+
+
+async def test_the_saved_graph_is_immutable(h):
+    from dataclasses import replace
+
+    from metallo.persistence.engine import session_factory
+    from pipeline_coordination.adaptors.store import SqlPipelineStore
+
+    pid = (await h.start_pipeline()).pipeline_id
+    await h.until_step(pid, 1, "launched")
+    store = SqlPipelineStore()
+    async with session_factory(h.engine)() as session, session.begin():
+        p, _meta = await store.load(session, pid, lock=True)
+        changed = p.with_step(replace(p.step(4), needs=(2,)))
+        with pytest.raises(ValueError, match="immutable"):
+            await store.save(session, p, changed)
+    assert (await h.load(pid)).step(4).needs == (2, 3)
