@@ -51,8 +51,11 @@ SKIPPED = "skipped"
 BATCH = "queued-batch"
 SERVICE = "reconciled-service"
 
-# Run outcomes (Execution Core's RunCompleted.outcome)
-OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
+# Run outcomes (Execution Core's RunCompleted.outcome). A lost or timed-out Run is
+# a failed step: its work did not produce what the next step reads.
+OUTCOMES = frozenset({"succeeded", "failed", "cancelled", "lost", "timed-out"})
+STEP_OF_OUTCOME = {"succeeded": STEP_SUCCEEDED, "failed": STEP_FAILED, "cancelled": CANCELLED,
+                   "lost": STEP_FAILED, "timed-out": STEP_FAILED}
 
 # Reason codes of a Pipeline (docs/pipelines.md)
 R_RUN_FAILED = "run-failed"

@@ -37,6 +37,7 @@ from pipeline_coordination.domain.pipeline import (
     RUNNING,
     SKIPPED,
     STEP_FAILED,
+    STEP_OF_OUTCOME,
     STEP_SUCCEEDED,
     STOPPED,
     STOPPING,
@@ -57,7 +58,6 @@ R_NEEDS_SUCCEEDED = "needs-succeeded"
 
 ACTIVE = frozenset({PINNED, LAUNCHING, LAUNCHED, CANCELLING})
 _ENDED = frozenset({STEP_SUCCEEDED, STEP_FAILED, CANCELLED, SKIPPED})
-_OUTCOME_STATE = {"succeeded": STEP_SUCCEEDED, "failed": STEP_FAILED, "cancelled": CANCELLED}
 
 
 def ended(s: Step) -> bool:
@@ -153,7 +153,7 @@ def settle(p: Pipeline, now: datetime) -> Settled:
     steps = []
     for s in p.steps:
         if s.run_outcome and s.state in (LAUNCHING, LAUNCHED, READY, CANCELLING):
-            s = replace(s, state=_OUTCOME_STATE[s.run_outcome], ended_at=s.ended_at or now)
+            s = replace(s, state=STEP_OF_OUTCOME[s.run_outcome], ended_at=s.ended_at or now)
         steps.append(s)
     p = replace(p, steps=tuple(steps))
 
