@@ -46,7 +46,7 @@ def end(p: d.Pipeline, index: int, outcome: str, commit: str = "") -> d.Pipeline
     return schedule.settle(p, NOW).pipeline
 
 
-def test_a_file_without_needs_keeps_todays_order_also_for_an_explicit_list():
+def test_a_file_without_needs_runs_in_order_also_for_an_explicit_list():
     steps = d.steps_from_prepared([prepared("x"), prepared("y"), prepared("z")], ())
     assert [s.needs for s in steps] == [(), (1,), (2,)]
     steps = d.steps_from_prepared([prepared("x"), prepared("y"), prepared("z")], ("z", "x"))

@@ -47,7 +47,7 @@ def step_needs(
 
     ``needs`` maps every action of the file to the names it needs as written;
     ``whole_file`` is the file's action order. When no action of the file names
-    any need, each step needs the one before it (today's order, also for an
+    any need, each step needs the one before it (file order, also for an
     explicit list). Raises :class:`GraphError` ``needs-not-selected`` when a
     chosen action needs one not chosen, and ``actions-invalid`` for an unknown
     name, a self-reference, a cycle or more than the bounds allow.
