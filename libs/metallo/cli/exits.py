@@ -86,6 +86,10 @@ HINTS = {
     "not-found": "check the id and --project; `metallo run list` / `metallo pipeline list` show "
                  "what exists",
     "launch-key-conflict": "this launch key names another Workload revision; use another key",
+    "pipeline-not-ended": "wait for it (`metallo pipeline show PIPELINE --wait`) or stop it "
+                          "(`metallo pipeline stop PIPELINE`), then rerun",
+    "nothing-to-rerun": "every step succeeded; leave out --failed to run every step again",
+    "needs-not-selected": "add the actions named in the message to --action, or leave --action out",
 }
 
 

@@ -14,13 +14,13 @@ from types import MappingProxyType
 from typing import Literal
 
 Capability = Literal[
-    "runs.launch", "runs.read", "runs.cancel",
+    "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
     "workloads.prepare", "workloads.read",
 ]
 
 CAPABILITIES: tuple[str, ...] = (
-    "runs.launch", "runs.read", "runs.cancel",
+    "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
     "workloads.prepare", "workloads.read",
 )

@@ -10,6 +10,7 @@ from execution_core.application.ports import (
     ProjectAuthority,
     RunStore,
 )
+from execution_core.application.rerun import rerun_run
 from execution_core.application.settings import Settings
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import CommandServer, EventConsumer
@@ -25,7 +26,7 @@ def register_requests(
     reads: LogReadStore | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Serve LaunchRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
+    """Serve LaunchRun, RerunRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
     ListRuns, GetRunLogRead (queries) on ``server``."""
     reads = reads or SqlLogReadStore()
     settings = settings or Settings()
@@ -41,6 +42,10 @@ def register_requests(
         return await requests.cancel_run(
             session, cmd, store=store, authority=authority, outbox=outbox
         )
+
+    @server.command(pb.RerunRun)
+    async def rerun(session, cmd):
+        return await rerun_run(session, cmd, store=store, authority=authority, outbox=outbox)
 
     @server.command(pb.ReconcileRun)
     async def reconcile_(session, cmd):

@@ -70,6 +70,7 @@ runs = Table(
     Column("launch_key", Text),
     Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("repository_commit", Text, nullable=False, server_default=""),
+    Column("rerun_of", Text, nullable=False, server_default=""),  # lineage (RerunRun)
     # Planned execution specification and target (immutable once planned).
     Column("action", Text, nullable=False, server_default=""),
     Column("action_type", Text, nullable=False, server_default=""),
