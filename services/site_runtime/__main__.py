@@ -1,7 +1,7 @@
 """Run one Site Runtime worker (DESIGN.md, Site Runtime; docs/site-runtime.md).
 
     python -m site_runtime --edge https://127.0.0.1:8443 --ca FILE --grant-file FILE \\
-        --executor local|slurm --state-dir DIR
+        --executor local|slurm|kubernetes --state-dir DIR
 
 Every option has an environment equivalent (seed 000 composition names):
 ``SITE_API_URL``, ``SITE_API_CA_FILE``, ``SITE_API_CREDENTIAL_FILE`` (or the grant
@@ -11,7 +11,10 @@ itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECT
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
 
 The slurm executor is imported from ``site_runtime.adaptors.slurm_executor`` only
-with ``--executor slurm``; it reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
+with ``--executor slurm``; it reads its own ``SLURM_*`` settings. The kubernetes
+executor (``site_runtime.adaptors.kubernetes``, ``--executor kubernetes``) reads
+``KUBERNETES_*`` settings (docs/site-runtime.md, Kubernetes); ``--kubeconfig``
+overrides ``KUBERNETES_KUBECONFIG``. SIGTERM/SIGINT
 stop the worker gracefully (the command in hand finishes; stage processes and
 Slurm jobs keep running and are re-adopted at the next start).
 """
@@ -65,7 +68,9 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         help="file holding the psb_ command grant (read on every request)",
     )
     p.add_argument(
-        "--executor", default=env.get("RUNTIME_EXECUTOR", "local"), choices=["local", "slurm"]
+        "--executor",
+        default=env.get("RUNTIME_EXECUTOR", "local"),
+        choices=["local", "slurm", "kubernetes"],
     )
     p.add_argument(
         "--state-dir",
@@ -77,6 +82,11 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         default=env.get("RUNTIME_WORKSPACE_ROOT"),
         help="local executor: root of the private Attempt workspaces "
         "(default STATE_DIR/workspaces)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=env.get("KUBERNETES_KUBECONFIG"),
+        help="kubernetes executor: kubeconfig of the Runtime's own identity",
     )
     p.add_argument("--wait", type=float, default=20.0, help="long-poll wait in seconds (0..30)")
     p.add_argument("--log-level", default=env.get("RUNTIME_LOG_LEVEL", "INFO"))
@@ -138,6 +148,18 @@ def build_slurm_executor(args: argparse.Namespace, env: Mapping[str, str]):
         raise SettingsError(f"slurm executor: {error}") from None
 
 
+def build_kubernetes_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
+    """The kubernetes executor, imported only here (lightkube is not loaded otherwise)."""
+    from site_runtime.adaptors.kubernetes import composition
+
+    try:
+        return composition.build_kubernetes_executor(
+            env, Path(args.state_dir), edge, kubeconfig=args.kubeconfig
+        )
+    except composition.SettingsError as error:
+        raise SettingsError(f"kubernetes executor: {error}") from None
+
+
 async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Run the worker until SIGTERM/SIGINT; return the process exit status."""
     state = Path(args.state_dir)
@@ -150,11 +172,13 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             credential=None if args.grant_file else env.get("SITE_API_CREDENTIAL"),
         )
     )
-    executor: Any = (
-        build_local_executor(args, env, edge)
-        if args.executor == "local"
-        else build_slurm_executor(args, env)
-    )
+    executor: Any
+    if args.executor == "local":
+        executor = build_local_executor(args, env, edge)
+    elif args.executor == "kubernetes":
+        executor = build_kubernetes_executor(args, env, edge)
+    else:
+        executor = build_slurm_executor(args, env)
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()

@@ -32,6 +32,12 @@ SECRET_TOKEN = "token"
 GRACE_SECONDS = 10
 
 
+def literal(text: str) -> str:
+    """``text`` escaped from Kubernetes' ``$(VAR)`` expansion of ``command``, ``args`` and
+    ``env`` values (``$$`` becomes ``$``), so the container gets exactly ``text``."""
+    return text.replace("$", "$$")
+
+
 def _metadata(identity: Identity, namespace: str, role: str) -> dict[str, Any]:
     return {
         "name": object_name(identity.attempt_id, role),
@@ -109,7 +115,7 @@ def stage_spec(
     return {
         "stage": stage,
         "repo_dir": repo_dir(site),
-        "log_file": "/dev/stdout",
+        "log_file": f"{site.mount_path.rstrip('/')}/.metallo/{stage}.log",
         "repository": {
             "url": local.repository_url,
             "commit": local.commit,
@@ -138,7 +144,10 @@ def helper_pod(
     """The ``stage`` (``stage-in`` | ``stage-out``) helper Pod. With ``with_grant`` its
     ``METALLO_GIT_USERNAME``/``METALLO_GIT_TOKEN`` come from the stage's Secret."""
     env: list[dict[str, Any]] = [
-        {"name": "METALLO_STAGE_SPEC", "value": json.dumps(stage_spec(site, job, identity, stage))},
+        {
+            "name": "METALLO_STAGE_SPEC",
+            "value": literal(json.dumps(stage_spec(site, job, identity, stage))),
+        },
         {"name": "HOME", "value": site.mount_path},
         {"name": "LANG", "value": "C.UTF-8"},
     ]
@@ -164,7 +173,7 @@ def helper_pod(
                 {
                     "name": stage,
                     "image": site.helper_image,
-                    "command": [*site.helper_argv, stage],
+                    "command": [literal(arg) for arg in (*site.helper_argv, stage)],
                     "env": env,
                     "workingDir": site.mount_path,
                     "volumeMounts": _mounts(site),
@@ -193,7 +202,7 @@ def compute_job(site: KubernetesSite, job: KubernetesJob, identity: Identity) ->
     env = [
         {"name": "HOME", "value": site.mount_path},
         {"name": "LANG", "value": "C.UTF-8"},
-        *({"name": k, "value": v} for k, v in sorted(local.environment.items())),
+        *({"name": k, "value": literal(v)} for k, v in sorted(local.environment.items())),
         {"name": "METALLO_RUN_ID", "value": identity.run_id},
         {"name": "METALLO_ATTEMPT_ID", "value": identity.attempt_id},
         {"name": "METALLO_ATTEMPT_NUMBER", "value": str(identity.attempt_number)},
@@ -205,7 +214,7 @@ def compute_job(site: KubernetesSite, job: KubernetesJob, identity: Identity) ->
         return {
             "name": name,
             "image": site.job_image,
-            "command": argv,
+            "command": [literal(arg) for arg in argv],
             "env": env,
             "workingDir": workdir,
             "volumeMounts": _mounts(site),

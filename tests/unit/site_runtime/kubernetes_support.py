@@ -18,7 +18,14 @@ SITE = KubernetesSite(
     site_id="lab-k8s",
     job_image="metallo/job:1",
     helper_image="metallo/helper:1",
-    helper_argv=("python3", "-I", "-S", "/opt/metallo/pod_stage.py", "--runner", "/opt/metallo/stage_runner.py"),
+    helper_argv=(
+        "python3",
+        "-I",
+        "-S",
+        "/opt/metallo/pod_stage.py",
+        "--runner",
+        "/opt/metallo/stage_runner.py",
+    ),
     run_as={"alice": (1001, 1001), "root": (0, 0)},
     gpu_classes={"a100": GpuClass("nvidia.com/gpu", {"metallo.dev/gpu-class": "a100"})},
     max_wall_seconds=86400,
@@ -40,7 +47,11 @@ PAYLOAD: dict[str, Any] = {
         "inputs": [],
     },
     "material_digest": "ab" * 32,
-    "repository": {"url": "https://127.0.0.1:8443/git/demo.git", "commit": "c" * 40, "branch": "main"},
+    "repository": {
+        "url": "https://127.0.0.1:8443/git/demo.git",
+        "commit": "c" * 40,
+        "branch": "main",
+    },
     "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
     "deadline": "2099-01-01T00:00:00Z",
 }

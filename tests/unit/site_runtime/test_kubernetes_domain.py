@@ -43,10 +43,14 @@ IDENTITY = Identity("lab-k8s", "run-1", "att-0001", 1, "ab" * 32)
     ["att-0001", "A" * 128, "0c9e4f2e-2b6d-4a57-9d1c-1f3c0b9c6a11", "x.y_z", "----9"],
 )
 def test_object_names_are_bounded_dns_labels(attempt_id):
-    names = [object_name(attempt_id, role) for role in ("workspace", "stage-in", "compute", "stage-out")]
+    names = [
+        object_name(attempt_id, role) for role in ("workspace", "stage-in", "compute", "stage-out")
+    ]
     assert all(is_dns_label(n) and len(n) <= MAX_NAME for n in names)
     assert len(set(names)) == 4
-    assert names == [object_name(attempt_id, r) for r in ("workspace", "stage-in", "compute", "stage-out")]
+    assert names == [
+        object_name(attempt_id, r) for r in ("workspace", "stage-in", "compute", "stage-out")
+    ]
 
 
 def test_names_differ_past_the_readable_prefix():
@@ -54,15 +58,24 @@ def test_names_differ_past_the_readable_prefix():
     assert object_name(a, "compute") != object_name(b, "compute")
 
 
-@pytest.mark.parametrize("raw", ["run-1", "UPPER_case.ok", "has space/and:colon", "-lead", "x" * 80, ""])
+@pytest.mark.parametrize(
+    "raw", ["run-1", "UPPER_case.ok", "has space/and:colon", "-lead", "x" * 80, ""]
+)
 def test_label_values_are_valid(raw):
     value = label_value(raw)
     assert len(value) <= 63
-    assert kubernetes_validate.validate(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"k": value}}},
-        K8S_VERSIONS[0],
-        strict=True,
-    ) is not None
+    assert (
+        kubernetes_validate.validate(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "x", "labels": {"k": value}},
+            },
+            K8S_VERSIONS[0],
+            strict=True,
+        )
+        is not None
+    )
 
 
 def test_identity_decides_ownership():
@@ -76,9 +89,17 @@ def test_identity_decides_ownership():
 @pytest.mark.parametrize(
     "changes, site_changes, code",
     [
-        ({"resources": {"gpus": 1, "gpuClass": "h100", "wallTimeSeconds": 60}}, {}, "unsupported-kubernetes-accelerator-class"),
+        (
+            {"resources": {"gpus": 1, "gpuClass": "h100", "wallTimeSeconds": 60}},
+            {},
+            "unsupported-kubernetes-accelerator-class",
+        ),
         ({"resources": {"wallTimeSeconds": 90000}}, {}, "kubernetes-wall-time-above-limit"),
-        ({"inputs": [{"name": "d", "url": "https://x/d.git", "path": "d", "commit": "a" * 40}]}, {}, "unsupported-kubernetes-inputs"),
+        (
+            {"inputs": [{"name": "d", "url": "https://x/d.git", "path": "d", "commit": "a" * 40}]},
+            {},
+            "unsupported-kubernetes-inputs",
+        ),
         ({"resources": {"cpus": 0}}, {}, "invalid-material"),
         ({"command": "python x.py"}, {}, "invalid-material"),
         ({}, {"run_as": {}}, "kubernetes-member-unmapped"),
@@ -93,8 +114,14 @@ def test_material_is_checked_before_any_create(changes, site_changes, code):
 
 
 def test_material_resolves_member_namespace_and_gpu():
-    kjob = parse_kubernetes_job(payload(resources={"gpus": 2, "gpuClass": "a100", "cpus": 4, "memoryMiB": 2048}), SITE)
-    assert (kjob.member.user, kjob.member.namespace, kjob.member.uid) == ("alice", "metallo-demo", 1001)
+    kjob = parse_kubernetes_job(
+        payload(resources={"gpus": 2, "gpuClass": "a100", "cpus": 4, "memoryMiB": 2048}), SITE
+    )
+    assert (kjob.member.user, kjob.member.namespace, kjob.member.uid) == (
+        "alice",
+        "metallo-demo",
+        1001,
+    )
     assert kjob.gpus == 2 and kjob.gpu is not None and kjob.gpu.resource == "nvidia.com/gpu"
 
 
@@ -126,7 +153,9 @@ def test_every_rendered_manifest_is_valid_kubernetes(version, spec):
         try:
             kubernetes_validate.validate(manifest, version, strict=True)
         except kubernetes_validate.ValidationError as error:  # pragma: no cover - the failure
-            pytest.fail(f"{name} is not valid Kubernetes {version}: {error.message} at {list(error.path)}")
+            pytest.fail(
+                f"{name} is not valid Kubernetes {version}: {error.message} at {list(error.path)}"
+            )
 
 
 def test_job_runs_exact_argv_once_within_wall_time():
@@ -137,13 +166,20 @@ def test_job_runs_exact_argv_once_within_wall_time():
     assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 1800
     assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
     compute = pod["containers"][0]
-    assert compute["command"] == ["python", "evaluate.py", "--name", "my run", "$HOME", "*"]
+    # "$" is doubled: Kubernetes expands $(VAR) in command and turns $$ back into $.
+    assert compute["command"] == ["python", "evaluate.py", "--name", "my run", "$$HOME", "*"]
     assert "args" not in compute and compute["image"] == "metallo/job:1"
     assert pod["initContainers"][0]["command"] == ["/bin/sh", "-c", "echo prepared > prepared.txt"]
-    assert compute["resources"] == {"requests": {"cpu": "2", "memory": "4096Mi"},
-                                    "limits": {"cpu": "2", "memory": "4096Mi"}}
-    assert pod["securityContext"] == {"runAsUser": 1001, "runAsGroup": 1001, "fsGroup": 1001,
-                                      "runAsNonRoot": True}
+    assert compute["resources"] == {
+        "requests": {"cpu": "2", "memory": "4096Mi"},
+        "limits": {"cpu": "2", "memory": "4096Mi"},
+    }
+    assert pod["securityContext"] == {
+        "runAsUser": 1001,
+        "runAsGroup": 1001,
+        "fsGroup": 1001,
+        "runAsNonRoot": True,
+    }
     assert compute["workingDir"] == "/workspace/repo"
     assert job["metadata"]["annotations"]["metallo.dev/material-digest"] == "ab" * 32
     assert spec["template"]["metadata"]["labels"]["metallo.dev/stage"] == "compute"
@@ -162,7 +198,9 @@ def test_grant_reaches_the_helper_only_through_its_secret():
     text = json.dumps(pod)
     assert "s3cr3t" not in text
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
-    assert env["METALLO_GIT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == object_name("att-0001", "stage-in")
+    assert env["METALLO_GIT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == object_name(
+        "att-0001", "stage-in"
+    )
     assert "value" not in env["METALLO_GIT_TOKEN"]
     spec = json.loads(env["METALLO_STAGE_SPEC"]["value"])
     assert spec["repository"]["commit"] == "c" * 40 and spec["stage"] == "stage-in"
@@ -197,19 +235,35 @@ def test_helper_exit_statuses_agree_with_the_domain():
 def test_output_commit_from_the_result_line():
     line = 'metallo-stage-result {"output_commit": "' + "d" * 40 + '", "stage": "stage-out"}'
     assert output_commit("pushed\n" + line + "\n") == "d" * 40
-    assert output_commit("metallo-stage-result {\"output_commit\": \"$(rm -rf)\"}") is None
+    assert output_commit('metallo-stage-result {"output_commit": "$(rm -rf)"}') is None
     assert output_commit("nothing") is None
 
 
 def test_observation_phases_and_failure_record():
-    ends = [StageEnd("stage-in", "mt-in", 0, None, None), StageEnd("compute", "mt-run", 3, None, "compute-failed")]
+    ends = [
+        StageEnd("stage-in", "mt-in", 0, None, None),
+        StageEnd("compute", "mt-run", 3, None, "compute-failed"),
+    ]
     failed = observation("failed", ends=ends, current=None, output=None, observed_at="t")
     assert failed["phase"] == "failed" and failed["exit_code"] == 3
-    assert failed["failure"] == {"stage": "compute", "scheduler_state": "FAILED", "job_id": "mt-run",
-                                 "exit_code": 3, "signal": None, "code": "compute-failed"}
-    pending = job_facts(fixture("jobs.json")["cases"][0]["job"], [fixture("pods.json")["cases"][0]["pod"]])
+    assert failed["failure"] == {
+        "stage": "compute",
+        "scheduler_state": "FAILED",
+        "job_id": "mt-run",
+        "exit_code": 3,
+        "signal": None,
+        "code": "compute-failed",
+    }
+    pending = job_facts(
+        fixture("jobs.json")["cases"][0]["job"], [fixture("pods.json")["cases"][0]["pod"]]
+    )
     queued = observation("compute", ends=ends[:1], current=pending, output=None, observed_at="t")
     assert queued["phase"] == "queued" and queued["native_wait"] == "kubernetes-pod-unschedulable"
-    done = observation("succeeded", ends=[StageEnd("compute", "j", 0, None, None)], current=None,
-                       output="e" * 40, observed_at="t")
+    done = observation(
+        "succeeded",
+        ends=[StageEnd("compute", "j", 0, None, None)],
+        current=None,
+        output="e" * 40,
+        observed_at="t",
+    )
     assert done["output_commit"] == "e" * 40 and done["exit_code"] == 0

@@ -72,6 +72,12 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     outcome = runner.run()
+    # The stage log (a file: the runner reads back what git said) becomes the Pod log.
+    runner.log.close()
+    with open(spec["log_file"], "rb") as written:
+        sys.stdout.flush()
+        while chunk := written.read(65536):
+            sys.stdout.buffer.write(chunk)
     code = outcome.get("code")
     print(
         "metallo-stage-result "
