@@ -123,6 +123,7 @@ def make_executor(
     *,
     site_id: str | None = None,
     kubeconfig: Path = KUBECONFIG,
+    fault=None,
     **env: Any,
 ) -> KubernetesExecutor:
     """An executor on the lab with its own Site id (so its list selects only its objects)."""
@@ -143,6 +144,7 @@ def make_executor(
         KubeApi(settings.kubeconfig),
         authority or RecordingAuthority(),
         grants or RecordingGrants(),
+        fault=fault,
     )
 
 

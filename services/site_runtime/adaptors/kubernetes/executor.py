@@ -27,6 +27,7 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from site_runtime.adaptors.kubernetes.api import KubeApi, KubeError
@@ -70,14 +71,16 @@ class KubernetesExecutor:
         grants: RepositoryGrants,
         permits: ReadPermits | None = None,
         on_native_end: NativeEndNotice | None = None,
+        fault: Callable[[str], None] | None = None,
     ) -> None:
+        """``fault`` is for the recovery tests (:class:`NativeObjects`)."""
         self.settings = settings
         self.site = settings.site
         self.journal = journal
         self.api = api
         self.authority = authority
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
-        self.objects = NativeObjects(api, journal)
+        self.objects = NativeObjects(api, journal, fault=fault)
         self.stages = StageDriver(self.site, journal, api, self.objects, grants, self._end)
         self.cleanup = Cleanup(journal, self.objects, self.stages, self.site.site_id)
         self.native_ends = NativeEndNotices(on_native_end, timeout_seconds=5.0)
@@ -289,7 +292,8 @@ class KubernetesExecutor:
             return self._save(command, "succeeded", message=answer, row=row)
         self.journal.set_cancel_result(row.attempt_id, "accepted")  # the intent first
         row = self.journal.attempt(row.attempt_id) or row
-        if row.state != "prepared":
+        deleting = any(o.state == "deleting" for o in self.journal.objects(row.attempt_id))
+        if row.state != "prepared" and not deleting:
             with contextlib.suppress(Deferred):
                 await self.stages.advance(row, None)  # a stage that ended keeps its outcome
             row = self.journal.attempt(row.attempt_id) or row

@@ -10,7 +10,7 @@ Tables:
 - ``objects``: one row per native object of an Attempt by role (``workspace``,
   ``stage-in``, ``stage-in-secret``, ``compute``, ``stage-out``, ``stage-out-secret``):
   ``state`` is ``intent`` (recorded before the create is sent), ``created`` (with the
-  exact ``uid``) or ``deleted`` — a tombstone: a deleted object is never created
+  exact ``uid``), ``deleting`` (a delete sent, absence not yet confirmed) or ``deleted`` — a tombstone: a deleted object is never created
   again, so a retry or restart after cleanup cannot bring it back; the stage's
   repository grant id and whether it was released; the stage's end (exit code,
   signal, code);
@@ -267,6 +267,13 @@ class KubernetesJournal:
         self._conn.execute(
             "UPDATE objects SET state = 'created', uid = ? WHERE attempt_id = ? AND role = ? AND state != 'deleted'",
             (uid, attempt_id, role),
+        )
+
+    def deleting(self, attempt_id: str, role: str) -> None:
+        """A delete of the object is about to be sent (kept until its absence is confirmed)."""
+        self._conn.execute(
+            "UPDATE objects SET state = 'deleting' WHERE attempt_id = ? AND role = ? AND state = 'created'",
+            (attempt_id, role),
         )
 
     def deleted(self, attempt_id: str, role: str) -> None:

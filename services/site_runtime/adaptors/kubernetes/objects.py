@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from site_runtime.adaptors.kubernetes.api import KubeApi, KubeError
@@ -64,7 +65,11 @@ class NativeObjects:
         *,
         confirm_seconds: float = 20.0,
         poll_seconds: float = 0.2,
+        fault: Callable[[str], None] | None = None,
     ) -> None:
+        """``fault(step)`` is called at each step (``intent:<role>``, ``created:<role>``,
+        ``deleted:<role>``): the recovery tests stop the process there (kill -9)."""
+        self._fault = fault or (lambda step: None)
         self.api = api
         self.journal = journal
         self.confirm_seconds = confirm_seconds
@@ -84,11 +89,13 @@ class NativeObjects:
         role is tombstoned. Raises NativeRefused (definite) or Deferred (uncertain)."""
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         current = self.journal.object(row.attempt_id, role)
-        if current is not None and current.state in ("created", "deleted"):
+        if current is not None and current.state != "intent":
             return current if current.state == "created" else None
         self.journal.intent(row.attempt_id, role, kind, name)
+        self._fault(f"intent:{role}")
         try:
             created = await self.api.create(manifest, user=user, groups=groups)
+            self._fault(f"created:{role}")
         except KubeError as error:
             verdict = classify(error.status, error.body, "create")
             if verdict.kind == "definite":
@@ -145,8 +152,10 @@ class NativeObjects:
             return
         current = self.journal.object(row.attempt_id, role)
         assert current is not None and current.uid is not None
+        self.journal.deleting(row.attempt_id, role)
         try:
             await self.api.delete_exact(current.kind, row.namespace, current.name, current.uid)
+            self._fault(f"deleted:{role}")
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.confirm_seconds
             while not await self.api.gone(current.kind, row.namespace, current.name, current.uid):

@@ -183,8 +183,13 @@ class StageDriver:
     ) -> StageState | None:
         """The stage's native state; None when its object is gone (never created, or lost)."""
         obj = self.journal.object(row.attempt_id, stage)
-        if obj is None:
+        if obj is None or obj.state in ("deleting", "deleted"):
             return None
+        if obj.state == "intent":
+            # Created before its answer was lost (a restart): adopt it by name and identity.
+            if await self.objects.find(row, stage, identity_of(row, self.site.site_id)) is None:
+                return None
+            obj = self.journal.object(row.attempt_id, stage) or obj
         if snapshot is not None:
             if stage == "compute" and (row.attempt_id, stage) in snapshot.jobs:
                 return job_facts(
@@ -225,6 +230,9 @@ class StageDriver:
         while row.state in ("stage-in", "compute", "stage-out"):
             stage = row.state
             current = await self.state(row, stage, snapshot)
+            if current is None and row.cancel_result is not None:
+                await self._on_end(row, "cancelled", "cancelled", None)  # deleted by the cancel
+                return
             if current is None:
                 obj = self.journal.object(row.attempt_id, stage)
                 if obj is None or obj.state == "intent":  # never created: create it now
