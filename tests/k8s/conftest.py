@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.k8s.lab import RecordingAuthority, RecordingGrants, lab_problem, make_executor
+from tests.k8s.lab import RecordingAuthority, RecordingGrants, make_executor
+from tests.k8s.lab_clients import admin, close, lab_problem, member
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/k8s/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.k8s)
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +37,24 @@ async def executor(k8s_lab, tmp_path, authority, grants):
     ex = make_executor(tmp_path / "state", authority, grants)
     yield ex
     await ex.close()
+
+
+@pytest.fixture
+async def kadmin(k8s_lab):
+    client = admin()
+    yield client
+    await close(client)
+
+
+@pytest.fixture
+async def alice(k8s_lab):
+    client = member("alice")
+    yield client
+    await close(client)
+
+
+@pytest.fixture
+async def bob(k8s_lab):
+    client = member("bob")
+    yield client
+    await close(client)

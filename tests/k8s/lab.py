@@ -14,10 +14,8 @@ import asyncio
 import os
 import pwd
 import shutil
-import ssl
 import subprocess
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,19 +44,6 @@ REPOS = Path(os.environ.get("METALLO_K8S_TEST_REPOS", "/var/tmp/metallo-k8s-test
 MEMBER = {"id": "m-alice", "site_username": "alice", "account": "demo"}
 NAMESPACE = "metallo-demo"
 KINDS = {"Job": Job, "Pod": Pod, "PersistentVolumeClaim": PersistentVolumeClaim, "Secret": Secret}
-
-
-def lab_problem() -> str | None:
-    """None when the lab answers over TLS with its CA, else what is wrong."""
-    if not KUBECONFIG.is_file() or not ADMIN_KUBECONFIG.is_file():
-        return f"no lab kubeconfig under {LAB}: run scripts/k8s-lab up"
-    context = ssl.create_default_context(cafile=str(LAB / "ca.pem"))
-    try:
-        port = KubeConfig.from_file(KUBECONFIG).get().cluster.server.rsplit(":", 1)[1]
-        urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=3)
-    except OSError as error:
-        return f"the Kubernetes lab does not answer ({error}): run scripts/k8s-lab up"
-    return None
 
 
 def admin() -> Client:
