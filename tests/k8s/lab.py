@@ -11,6 +11,7 @@ owned by the member, whom the lab's kubelet runs the Pods as.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pwd
 import shutil
@@ -61,6 +62,32 @@ def objects_of(attempt_id: str) -> dict[str, list[dict[str, Any]]]:
     }
     client.close()
     return found
+
+
+TEST_SITE_PREFIX = "lab-k8s-t"
+
+
+def sweep(site_id: str | None = None) -> int:
+    """Delete every object the executor tests left (their Site label starts with
+    :data:`TEST_SITE_PREFIX`, or is ``site_id``); returns how many. The lab is shared
+    and its quota counts them."""
+    client = admin()
+    selector = {"app.kubernetes.io/managed-by": "metallo"}
+    swept = 0
+    for kind in ("Job", "Pod", "Secret", "PersistentVolumeClaim"):
+        for obj in client.list(KINDS[kind], namespace=ALL_NS, labels=selector):
+            site = (obj.metadata.labels or {}).get("metallo.dev/site", "")
+            if site == site_id or (site_id is None and site.startswith(TEST_SITE_PREFIX)):
+                with contextlib.suppress(Exception):
+                    client.delete(
+                        KINDS[kind],
+                        obj.metadata.name,
+                        namespace=obj.metadata.namespace,
+                        grace_period=0,
+                    )
+                    swept += 1
+    client.close()
+    return swept
 
 
 @dataclass
@@ -114,7 +141,7 @@ def make_executor(
     """An executor on the lab with its own Site id (so its list selects only its objects)."""
     values = {
         "KUBERNETES_KUBECONFIG": str(kubeconfig),
-        "KUBERNETES_SITE_ID": site_id or f"lab-k8s-t{uuid.uuid4().hex[:8]}",
+        "KUBERNETES_SITE_ID": site_id or f"{TEST_SITE_PREFIX}{uuid.uuid4().hex[:8]}",
         "KUBERNETES_RUN_AS": "passwd",
         "KUBERNETES_STAGING_SECONDS": "120",
         "KUBERNETES_RETENTION_SECONDS": "0",
