@@ -14,18 +14,22 @@ from pathlib import Path
 from metallo.devstack.layout import REPO_ROOT, Layout
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
+K8S_LAB_STATE = Path(os.environ.get("METALLO_K8S_LAB_STATE", "/var/lib/metallo-k8s-lab"))
+K8S_SITE_ID = "lab-k8s"
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
 
 
 @dataclass(frozen=True)
 class Options:
-    """Choices of one ``dev up``: executor (local|slurm), edge port, broker, prefix."""
+    """Choices of one ``dev up``: executor (local|slurm) of the ``site_id`` Runtime, edge
+    port, broker, prefix, and whether a second Runtime serves the Kubernetes lab's Site."""
 
     executor: str
     edge_port: int = 8443
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     topology_prefix: str = ""
     site_id: str = "lab-slurm"
+    kubernetes: bool = False
 
     @property
     def edge_url(self) -> str:
@@ -71,6 +75,30 @@ def slurm_lab_running() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+def k8s_lab_up(say=print) -> bool:
+    """Start the Kubernetes lab (``scripts/k8s-lab up``, idempotent; it needs root);
+    True when it answers. A lab that cannot start is said once, never fatal: the stack
+    then runs without the ``lab-k8s`` Runtime and Kubernetes Runs wait."""
+    script = REPO_ROOT / "scripts" / "k8s-lab"
+    if not script.exists():
+        return False
+    if os.geteuid() != 0:
+        say("warning: the Kubernetes lab needs root (`sudo scripts/k8s-lab up`); "
+            "no Runtime serves lab-k8s")
+        return False
+    try:
+        done = subprocess.run([str(script), "up"], capture_output=True, text=True, timeout=120,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        say(f"warning: the Kubernetes lab did not start ({error}); no Runtime serves lab-k8s")
+        return False
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        say(f"warning: the Kubernetes lab did not start ({last[0]}); no Runtime serves lab-k8s")
+        return False
+    return (K8S_LAB_STATE / "kubeconfig").is_file()
 
 
 def common_env(layout: Layout, options: Options) -> dict[str, str]:
@@ -139,9 +167,12 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     }, ready="queue:execution_core.commands")
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
                                       dict(env), ready="queue:pipeline_coordination.commands")
-    runtime = runtime_component(layout, options)
+    runtimes = [runtime_component(layout, options)]
+    if options.kubernetes:
+        runtimes.append(kubernetes_runtime_component(layout, options))
     components, missing = [], []
-    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):
+    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination,
+              *runtimes):
         if runnable(c.module):
             components.append(c)
         else:
@@ -173,3 +204,24 @@ def runtime_component(layout: Layout, options: Options) -> Component:
             "SLURM_WORKSPACE_ROOT": str(SLURM_LAB_STATE / "workspaces"),
         })
     return Component("site_runtime", "site_runtime", [], env)
+
+
+def kubernetes_runtime_component(layout: Layout, options: Options) -> Component:
+    """The second Site Runtime: the kubernetes executor on the Kubernetes lab, pulling
+    the ``(lab-k8s, k8s)`` stream with its own grant (docs/site-runtime.md, Kubernetes)."""
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "SITE_API_URL": options.edge_url,
+        "SITE_API_CA_FILE": str(layout.certs / "ca.pem"),
+        "SITE_API_CREDENTIAL_FILE": str(layout.secrets / "runtime-grant-k8s"),
+        "RUNTIME_EXECUTOR": "kubernetes",
+        "RUNTIME_STATE_DIRECTORY": str(layout.runtime / "kubernetes"),
+        "KUBERNETES_KUBECONFIG": str(K8S_LAB_STATE / "kubeconfig"),
+        "KUBERNETES_SITE_ID": K8S_SITE_ID,
+        # The lab's kubelet runs Pods as this host's member users (docs/k8s-lab.md).
+        "KUBERNETES_RUN_AS": "passwd",
+        "KUBERNETES_POLL_SECONDS": "1",
+        # The Pods (member users) read the lab Git server's CA from a world-readable copy.
+        "REPOSITORY_CA_FILE": str(layout.root / "public" / "ca.pem"),
+    }
+    return Component("site_runtime_k8s", "site_runtime", [], env)

@@ -86,7 +86,7 @@ class Supervisor:
             "missing": self.missing, "logs": str(self.layout.logs),
             "components": {c.component.name: {
                 "pid": c.process.pid if c.process and c.process.returncode is None else None,
-                "state": c.state, "restarts": len(c.restarts),
+                "state": c.state, "restarts": len(c.restarts), "module": c.component.module,
                 "log": str(self.layout.logs / f"{c.component.name}.log")} for c in self.children},
             **self.extra_state,
         }
