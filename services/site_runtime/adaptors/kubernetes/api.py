@@ -93,8 +93,10 @@ def _from_error(error: Exception, what: str) -> KubeError:
 class KubeApi:
     """One Site's Kubernetes API (see the module doc); ``timeout`` in seconds per request."""
 
-    def __init__(self, kubeconfig: Path, *, context: str | None = None, timeout: float = 10.0):
-        self.config: SingleConfig = KubeConfig.from_file(kubeconfig).get(context)
+    def __init__(self, kubeconfig: Path | None, *, context: str | None = None, timeout: float = 10.0):
+        """``kubeconfig`` None: the in-cluster ServiceAccount credentials."""
+        config = KubeConfig.from_service_account() if kubeconfig is None else KubeConfig.from_file(kubeconfig)
+        self.config: SingleConfig = config.get(context)
         self._timeout = httpx2.Timeout(timeout)
         self._runtime = AsyncClient(self.config, timeout=self._timeout, trust_env=False)
         params = ConnectionParams(timeout=self._timeout, trust_env=False).httpx_params(self.config)

@@ -48,9 +48,10 @@ def build_kubernetes_executor(
     if kubeconfig:
         settings_env["KUBERNETES_KUBECONFIG"] = kubeconfig
     settings = settings_from_env(settings_env, state_directory, helper_argv=local_helper_argv())
-    if not settings.kubeconfig.is_file():
+    in_cluster = str(settings.kubeconfig) == "in-cluster"  # the Pod's ServiceAccount
+    if not in_cluster and not settings.kubeconfig.is_file():
         raise SettingsError(f"KUBERNETES_KUBECONFIG: no file {settings.kubeconfig}")
-    api = KubeApi(settings.kubeconfig, context=settings.context)
+    api = KubeApi(None if in_cluster else settings.kubeconfig, context=settings.context)
     return KubernetesExecutor(
         settings,
         KubernetesJournal(state_directory / "jobs.sqlite"),

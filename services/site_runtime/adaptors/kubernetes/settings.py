@@ -2,7 +2,7 @@
 
 | variable | meaning | default |
 | --- | --- | --- |
-| ``KUBERNETES_KUBECONFIG`` | kubeconfig of the Runtime's own identity (required) | — |
+| ``KUBERNETES_KUBECONFIG`` | kubeconfig of the Runtime's own identity, or ``in-cluster`` (its ServiceAccount; required) | — |
 | ``KUBERNETES_CONTEXT`` | context in it | current context |
 | ``KUBERNETES_SITE_ID`` | the Site this Runtime serves (labels, list selector; required) | — |
 | ``KUBERNETES_JOB_IMAGE`` | fixed platform image of every Job | ``metallo/job:1`` |
