@@ -93,9 +93,15 @@ def _from_error(error: Exception, what: str) -> KubeError:
 class KubeApi:
     """One Site's Kubernetes API (see the module doc); ``timeout`` in seconds per request."""
 
-    def __init__(self, kubeconfig: Path | None, *, context: str | None = None, timeout: float = 10.0):
+    def __init__(
+        self, kubeconfig: Path | None, *, context: str | None = None, timeout: float = 10.0
+    ):
         """``kubeconfig`` None: the in-cluster ServiceAccount credentials."""
-        config = KubeConfig.from_service_account() if kubeconfig is None else KubeConfig.from_file(kubeconfig)
+        config = (
+            KubeConfig.from_service_account()
+            if kubeconfig is None
+            else KubeConfig.from_file(kubeconfig)
+        )
         self.config: SingleConfig = config.get(context)
         self._timeout = httpx2.Timeout(timeout)
         self._runtime = AsyncClient(self.config, timeout=self._timeout, trust_env=False)
@@ -123,13 +129,22 @@ class KubeApi:
     async def create(
         self, manifest: dict[str, Any], *, user: str, groups: tuple[str, ...]
     ) -> dict[str, Any]:
-        """Create ``manifest`` as ``user`` (impersonated); the created object as JSON."""
+        """Create ``manifest`` as ``user`` (impersonated); the created object's
+        ``{"metadata": {name, namespace, uid, annotations}}`` (the rest is not decoded)."""
         what = f"create {manifest['kind']} {manifest['metadata']['name']}"
         try:
             created = await self._member(user, groups).create(codecs.from_dict(manifest))
         except Exception as error:  # noqa: BLE001 - every failure is classified by the caller
             raise _from_error(error, what) from None
-        return created.to_dict()
+        meta = created.metadata
+        return {
+            "metadata": {
+                "name": meta.name,
+                "namespace": meta.namespace,
+                "uid": meta.uid,
+                "annotations": dict(meta.annotations or {}),
+            }
+        }
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as JSON (as the Runtime), None when it does not exist."""
