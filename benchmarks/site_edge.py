@@ -52,7 +52,7 @@ from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 MIGRATIONS = ROOT / "services" / "site_coordination" / "migrations"

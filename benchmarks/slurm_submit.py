@@ -32,10 +32,10 @@ import httpx
 
 from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
 from metallo.identity.verify import MemberCredential
-from site_runtime.adaptors.slurm_chain import SlurmExecutor
-from site_runtime.adaptors.slurm_composition import build_slurm_executor
-from site_runtime.adaptors.slurm_journal import AttemptRow
-from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.adaptors.slurm.executor import SlurmExecutor
+from site_runtime.adaptors.slurm.factory import build_slurm_executor
+from site_runtime.adaptors.slurm.journal import AttemptRow
+from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import SiteCommand
 
 LAB = Path("/var/lib/metallo-slurm-lab")
@@ -130,7 +130,7 @@ async def raw_side(token: str, prefix: str, count: int, concurrency: int, state:
     executor, attempts = await prepared(token, prefix, count, state)
     bodies = []
     for att in attempts:
-        request = executor._render(att, "compute", None)
+        request = executor.submissions.render(att, "compute", None)
         bodies.append(json.dumps({"script": request["script"], "job": request["job"]}))
     await executor.rest.close()
     executor.journal.close()
@@ -158,7 +158,7 @@ async def adaptor_side(token: str, prefix: str, count: int, concurrency: int, st
     credential = MemberCredential(token)
 
     async def one(i: int) -> None:
-        await executor._post(attempts[i], "compute", None, credential)
+        await executor.submissions.post(attempts[i], "compute", None, credential)
 
     try:
         return await bounded(count, concurrency, one)

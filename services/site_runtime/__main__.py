@@ -1,20 +1,20 @@
-"""Run one Site Runtime worker (DESIGN.md, Site Runtime; docs/site-runtime.md).
+"""Run one Site Runtime worker (docs/site-runtime.md, Running it).
 
     python -m site_runtime --edge https://127.0.0.1:8443 --ca FILE --grant-file FILE \\
         --executor local|slurm|kubernetes --state-dir DIR
 
-Every option has an environment equivalent (seed 000 composition names):
+Every option has an environment equivalent:
 ``SITE_API_URL``, ``SITE_API_CA_FILE``, ``SITE_API_CREDENTIAL_FILE`` (or the grant
 itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECTORY``,
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
 
-The slurm executor is imported from ``site_runtime.adaptors.slurm_executor`` only
-with ``--executor slurm``; it reads its own ``SLURM_*`` settings. The kubernetes
-executor (``site_runtime.adaptors.kubernetes``, ``--executor kubernetes``) reads
-``KUBERNETES_*`` settings (docs/site-runtime.md, Kubernetes); ``--kubeconfig``
-overrides ``KUBERNETES_KUBECONFIG``. SIGTERM/SIGINT
+Each executor comes from its package's factory (``adaptors/local/factory.py``,
+``adaptors/slurm/factory.py``); the slurm package is imported only with
+``--executor slurm`` and reads its own ``SLURM_*`` settings; the kubernetes package
+(``adaptors/kubernetes/factory.py``, lightkube) only with ``--executor kubernetes``
+and reads ``KUBERNETES_*`` (``--kubeconfig`` overrides ``KUBERNETES_KUBECONFIG``). SIGTERM/SIGINT
 stop the worker gracefully (the command in hand finishes; stage processes and
 Slurm jobs keep running and are re-adopted at the next start).
 """
@@ -29,11 +29,10 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from metallo.log_setup import configure_logging
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
-from site_runtime.adaptors.journal import SqliteDeliveryJournal
+from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.worker import Worker, WorkerSettings
 
@@ -42,19 +41,6 @@ log = logging.getLogger("site_runtime")
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the Runtime does not start."""
-
-
-def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int = 0) -> int | None:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer") from None
-    if not minimum <= value <= 2147483647:
-        raise SettingsError(f"{name} must be between {minimum} and 2147483647")
-    return value
 
 
 def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
@@ -86,7 +72,7 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
     p.add_argument(
         "--kubeconfig",
         default=env.get("KUBERNETES_KUBECONFIG"),
-        help="kubernetes executor: kubeconfig of the Runtime's own identity",
+        help="kubernetes executor: kubeconfig of the Runtime's own identity (or in-cluster)",
     )
     p.add_argument("--wait", type=float, default=20.0, help="long-poll wait in seconds (0..30)")
     p.add_argument("--log-level", default=env.get("RUNTIME_LOG_LEVEL", "INFO"))
@@ -104,60 +90,39 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
     return args
 
 
-def build_local_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
-    """The embedded local executor with its ``jobs.sqlite`` in the state directory."""
-    from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
-    from site_runtime.adaptors.local_jobs import LocalJobsJournal
-
+def build_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
+    """The executor ``--executor`` names, from its own package's factory (the slurm
+    package is imported only when chosen). Raises SettingsError for a bad setting."""
+    ca_file = Path(args.ca) if args.ca else None
     state = Path(args.state_dir)
-    settings = LocalSettings(
-        workspace_root=Path(args.workspace_root) if args.workspace_root else state / "workspaces",
-        max_wall_seconds=_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
-        grace_seconds=float(_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
-        staging_seconds=_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
-        max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing
-        release_delay_seconds=float(_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
-        repository_ca_file=Path(env["REPOSITORY_CA_FILE"])
-        if env.get("REPOSITORY_CA_FILE")
-        else (Path(args.ca) if args.ca else None),
-    )
-    return LocalExecutor(
-        settings,
-        LocalJobsJournal(state / "jobs.sqlite"),
-        authority=edge,
-        grants=edge,
-        on_native_end=edge.notice_native_end,  # ends reach Execution Core at once (ADR 0016)
-    )
+    if args.executor == "local":
+        from site_runtime.adaptors.local import factory as local
 
+        try:
+            return local.build_executor(
+                env=env,
+                edge=edge,
+                ca_file=ca_file,
+                state_directory=state,
+                workspace_root=Path(args.workspace_root) if args.workspace_root else None,
+            )
+        except local.SettingsError as error:
+            raise SettingsError(str(error)) from None
+    if args.executor == "kubernetes":
+        from site_runtime.adaptors.kubernetes import factory as kubernetes
 
-def build_slurm_executor(args: argparse.Namespace, env: Mapping[str, str]):
-    """The slurm executor (Slurm helper's ``adaptors/slurm_executor.py``), imported only
-    here. Contract: ``build_executor(*, env, edge_url, ca_file, credential_file,
-    state_directory) -> QueuedBatchExecutor``."""
-    from site_runtime.adaptors import slurm_executor
+        try:
+            return kubernetes.build_executor(
+                env=env, edge=edge, state_directory=state, kubeconfig=args.kubeconfig
+            )
+        except kubernetes.SettingsError as error:  # malformed KUBERNETES_* value: exit status 2
+            raise SettingsError(f"kubernetes executor: {error}") from None
+    from site_runtime.adaptors.slurm import factory as slurm
 
     try:
-        return slurm_executor.build_executor(
-            env=env,
-            edge_url=args.edge,
-            ca_file=Path(args.ca) if args.ca else None,
-            credential_file=Path(args.grant_file) if args.grant_file else None,
-            state_directory=Path(args.state_dir),
-        )
-    except slurm_executor.SettingsError as error:  # malformed SLURM_* value: exit status 2
+        return slurm.build_executor(env=env, edge=edge, ca_file=ca_file, state_directory=state)
+    except slurm.SettingsError as error:  # malformed SLURM_* value: exit status 2
         raise SettingsError(f"slurm executor: {error}") from None
-
-
-def build_kubernetes_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeClient):
-    """The kubernetes executor, imported only here (lightkube is not loaded otherwise)."""
-    from site_runtime.adaptors.kubernetes import composition
-
-    try:
-        return composition.build_kubernetes_executor(
-            env, Path(args.state_dir), edge, kubeconfig=args.kubeconfig
-        )
-    except composition.SettingsError as error:
-        raise SettingsError(f"kubernetes executor: {error}") from None
 
 
 async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -172,13 +137,11 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             credential=None if args.grant_file else env.get("SITE_API_CREDENTIAL"),
         )
     )
-    executor: Any
-    if args.executor == "local":
-        executor = build_local_executor(args, env, edge)
-    elif args.executor == "kubernetes":
-        executor = build_kubernetes_executor(args, env, edge)
-    else:
-        executor = build_slurm_executor(args, env)
+    try:
+        executor = build_executor(args, env, edge)
+    except SettingsError:
+        await edge.close()
+        raise
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()

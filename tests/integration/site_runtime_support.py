@@ -19,11 +19,11 @@ from typing import Any
 from sqlalchemy import select
 
 from site_coordination.adaptors.tables import repository_grants, site_commands
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
-from site_runtime.adaptors.journal import SqliteDeliveryJournal
-from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
-from site_runtime.adaptors.local_jobs import LocalJobsJournal
-from site_runtime.adaptors.local_processes import live_group_members
+from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
+from site_runtime.adaptors.local.jobs import LocalJobsJournal
+from site_runtime.adaptors.local.processes import live_group_members
 from site_runtime.application.worker import Worker, WorkerSettings
 from tests.integration.site_coordination_support import OPERATOR_TOKEN
 

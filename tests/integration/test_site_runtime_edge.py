@@ -10,7 +10,7 @@ import logging
 import pytest
 import trustme
 
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from tests.integration.site_runtime_support import batch_payload, new_runtime
 

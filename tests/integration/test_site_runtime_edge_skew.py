@@ -46,6 +46,6 @@ async def test_an_older_edge_gets_two_requests_and_the_run_goes_on(older_edge, t
             await runtime.handle(await edge.append("prepare", payload=payload, attempt_id=attempt))
             started = await runtime.handle(await edge.append("start", attempt_id=attempt))
             assert started["outcome"] == "succeeded", started
-        assert runtime.executor._edge_combines_grants is False  # asked once, then not again
+        assert runtime.executor.authorisation.combines_grants is False  # asked once, then not again
     finally:
         await runtime.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 from tests.integration.site_coordination_support import OPERATOR_TOKEN
 from tests.integration.site_runtime_support import seed_repository
 
@@ -34,7 +34,7 @@ async def test_a_fetch_needs_no_askpass_and_a_wrong_token_still_fails(edge, tmp_
         return r
 
     good = runner("good", OPERATOR_TOKEN)
-    env = good.git_env()
+    env = good.repo.git_env()
     assert env["GIT_CONFIG_KEY_0"] == f"http.{url}.extraHeader"
     assert env["GIT_CONFIG_VALUE_0"].startswith("Authorization: Basic ")
     # git would carry the header on to a redirect's host (a reviewer showed it): none.

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors import local_processes
-from site_runtime.adaptors.local_processes import StageLauncher, StageProcesses
+from site_runtime.adaptors.local import processes as local_processes
+from site_runtime.adaptors.local.processes import StageLauncher, StageProcesses
 
 DEBIAN_PYTHON = "/usr/bin/python3"
 NOBODY = 65534

@@ -7,8 +7,8 @@ import asyncio
 import os
 import socket
 
-from site_runtime.adaptors.stage_runner import notify_runtime
-from site_runtime.adaptors.stage_wakeups import MAX_SOCKET_PATH_BYTES, StageWakeups
+from site_runtime.adaptors.local.stage_runner import notify_runtime
+from site_runtime.adaptors.local.stage_wakeups import MAX_SOCKET_PATH_BYTES, StageWakeups
 from tests.integration.site_runtime_support import batch_payload, new_runtime, seed_repository
 
 
@@ -130,12 +130,12 @@ async def test_an_older_listener_never_removes_a_newer_ones_socket(tmp_path):
 async def test_supervision_restarts_keep_one_socket_and_floods_are_rate_limited(tmp_path):
     """Stop/start keeps the one listener; a process flooding wake.sock (anything running
     as the Runtime's user can) gets at most one pass per MIN_PASS_SECONDS (reviewer)."""
-    from site_runtime.adaptors.local_executor import (
+    from site_runtime.adaptors.local.executor import (
         MIN_PASS_SECONDS,
         LocalExecutor,
         LocalSettings,
     )
-    from site_runtime.adaptors.local_jobs import LocalJobsJournal
+    from site_runtime.adaptors.local.jobs import LocalJobsJournal
 
     jobs = LocalJobsJournal(tmp_path / "jobs.sqlite")
     executor = LocalExecutor(

@@ -29,8 +29,8 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod, Secret
 
 from site_runtime.adaptors.kubernetes.api import KubeApi
-from site_runtime.adaptors.kubernetes.composition import local_helper_argv
 from site_runtime.adaptors.kubernetes.executor import KubernetesExecutor
+from site_runtime.adaptors.kubernetes.factory import local_helper_argv
 from site_runtime.adaptors.kubernetes.journal import KubernetesJournal
 from site_runtime.adaptors.kubernetes.settings import settings_from_env
 from site_runtime.application.delivery import EdgeRefused

@@ -25,12 +25,12 @@ import jwt
 
 from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
 from metallo.identity.verify import FileJwksSource, JwksCache, MemberCredential, MemberTokenVerifier
-from site_runtime.adaptors.slurm_access import SlurmRest
-from site_runtime.adaptors.slurm_chain import SlurmExecutor
-from site_runtime.adaptors.slurm_edge import RepositoryGrant
-from site_runtime.adaptors.slurm_journal import SlurmJournal
-from site_runtime.adaptors.slurm_settings import SlurmSettings
+from site_runtime.adaptors.slurm.executor import SlurmExecutor
+from site_runtime.adaptors.slurm.journal import SlurmJournal
+from site_runtime.adaptors.slurm.rest import SlurmRest
+from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
+from site_runtime.application.site_access import RepositoryGrant
 
 LAB = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 KEY = LAB / "issuer" / "private.pem"

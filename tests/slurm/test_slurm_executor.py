@@ -540,7 +540,7 @@ class _Authority:
         self.requests: list[dict] = []
 
     async def authorise_execution(self, request):
-        from site_runtime.adaptors.slurm_edge import EdgeRefused
+        from site_runtime.application.delivery import EdgeRefused
 
         self.requests.append(request)
         if self.refuse:

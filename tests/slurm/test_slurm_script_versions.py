@@ -9,7 +9,7 @@ import hashlib
 
 import pytest
 
-from site_runtime.adaptors.slurm_scripts import (
+from site_runtime.adaptors.slurm.scripts import (
     SCRIPT_VERSION,
     SCRIPTS_BY_VERSION,
     UnknownScriptVersion,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 
 
 def client_with(handler) -> EdgeClient:

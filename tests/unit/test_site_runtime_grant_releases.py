@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors.grant_releases import GrantReleases
-from site_runtime.adaptors.local_jobs import LocalJobsJournal
+from site_runtime.adaptors.local.grant_releases import GrantReleases
+from site_runtime.adaptors.local.jobs import LocalJobsJournal
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 
 
@@ -89,7 +89,7 @@ async def test_a_running_stage_keeps_its_grant(journal):
 
 
 async def test_an_unreachable_edge_keeps_them_for_a_later_try(journal, monkeypatch):
-    monkeypatch.setattr("site_runtime.adaptors.grant_releases.RETRY_SECONDS", 0.1)
+    monkeypatch.setattr("site_runtime.adaptors.local.grant_releases.RETRY_SECONDS", 0.1)
     grants = BatchGrants()
     grants.unavailable = True
     releases = GrantReleases(journal, grants, delay_seconds=0)  # type: ignore[arg-type]
@@ -201,7 +201,7 @@ async def test_an_error_while_releasing_never_leaves_the_executor(journal, tmp_p
     """The supervision pass and observe call the flush outside any Attempt's guard:
     an unexpected error (here the journal's) is logged, not raised (found in review:
     it ended the supervision task silently)."""
-    from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
+    from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
 
     executor = LocalExecutor(LocalSettings(workspace_root=tmp_path / "ws"), journal,
                              authority=BatchGrants(), grants=BatchGrants())  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from site_runtime.adaptors.journal import SqliteDeliveryJournal
+from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.ports import SiteCommand
 

@@ -12,8 +12,8 @@ import logging
 import httpx
 import pytest
 
-from site_runtime.__main__ import build_local_executor
-from site_runtime.adaptors.edge_client import EdgeClient, EdgeSettings
+from site_runtime.__main__ import build_executor
+from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.native_ends import NativeEndNotices
 from tests.unit.edge_client_support import client_with
@@ -197,8 +197,10 @@ async def test_an_older_edge_without_the_route_is_asked_once():
 # ------------------------------------------------------------------ wiring
 async def test_the_local_executor_sends_notices_through_the_edge_client(tmp_path):
     edge = EdgeClient(EdgeSettings(base_url="https://edge.test", credential="psb_test"))
-    args = argparse.Namespace(state_dir=str(tmp_path), workspace_root=None, ca=None)
-    executor = build_local_executor(args, {}, edge)
+    args = argparse.Namespace(
+        executor="local", state_dir=str(tmp_path), workspace_root=None, ca=None
+    )
+    executor = build_executor(args, {}, edge)
     try:
         assert executor.native_ends.send == edge.notice_native_end
         assert executor.native_ends.timeout_seconds == 5.0
@@ -211,7 +213,7 @@ async def test_the_local_executor_sends_notices_through_the_edge_client(tmp_path
 async def test_an_edge_without_the_route_is_asked_again_after_a_while(monkeypatch):
     # An older edge (or a proxy mid-rollout) answers a bare 404: the client stops asking
     # for NATIVE_END_RETRY_SECONDS, then asks again.
-    from site_runtime.adaptors import edge_client as ec
+    from site_runtime.adaptors.edge import client as ec
 
     answers = [httpx.Response(404, text="Not Found"), httpx.Response(202, json={"noticed": True})]
     asked: list[str] = []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors.slurm_scripts import (
+from site_runtime.adaptors.slurm.scripts import (
     SCRIPT_VERSION,
     SCRIPTS_BY_VERSION,
     UnknownScriptVersion,

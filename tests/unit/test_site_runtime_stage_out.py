@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 
 ENV = {
     "PATH": os.environ["PATH"],

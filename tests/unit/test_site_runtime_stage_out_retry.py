@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from site_runtime.adaptors import stage_runner
-from site_runtime.adaptors.stage_runner import Runner, Stopped
+from site_runtime.adaptors.local import stage_git
+from site_runtime.adaptors.local.stage_runner import Runner, Stopped
 
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a",
        "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
@@ -45,7 +45,7 @@ def checked_out(tmp_path: Path) -> tuple[Runner, Path]:
 
 
 def test_a_push_that_fails_at_first_is_tried_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (0.3, 0.3, 0.3, 0.3))
+    monkeypatch.setattr(stage_git, "PUSH_RETRY_SECONDS", (0.3, 0.3, 0.3, 0.3))
     r, remote = checked_out(tmp_path)
     (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
     away = remote.with_name("away.git")
@@ -62,7 +62,7 @@ def test_a_push_that_fails_at_first_is_tried_again(tmp_path, monkeypatch):
 
 
 def test_a_push_that_keeps_failing_fails_the_stage_after_the_last_try(tmp_path, monkeypatch):
-    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (0.05, 0.05))
+    monkeypatch.setattr(stage_git, "PUSH_RETRY_SECONDS", (0.05, 0.05))
     r, remote = checked_out(tmp_path)
     (Path(r.spec["repo_dir"]) / "metrics.txt").write_text("0.9\n")
     remote.rename(remote.with_name("gone.git"))
@@ -84,7 +84,7 @@ def test_a_push_refused_for_good_is_not_tried_again(tmp_path, monkeypatch):
     """A remote that refuses the update for good (here its pre-receive hook) refuses
     every try: stage-out fails at once instead of after a minute of retries (found in
     review)."""
-    monkeypatch.setattr(stage_runner, "PUSH_RETRY_SECONDS", (5.0, 5.0))
+    monkeypatch.setattr(stage_git, "PUSH_RETRY_SECONDS", (5.0, 5.0))
     r, remote = checked_out(tmp_path)
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'no pushes here' >&2\nexit 1\n")
@@ -110,7 +110,7 @@ def push_from_elsewhere(tmp_path: Path, remote: Path, name: str, text: str) -> s
 
 @pytest.fixture(autouse=True)
 def quick_rebase_pauses(monkeypatch):
-    monkeypatch.setattr(stage_runner, "REBASE_PAUSE_SECONDS", (0.0, 0.05))
+    monkeypatch.setattr(stage_git, "REBASE_PAUSE_SECONDS", (0.0, 0.05))
 
 
 def test_a_branch_that_moved_on_gets_this_runs_outputs_on_top(tmp_path):

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from site_runtime.adaptors.stage_runner import Runner
+from site_runtime.adaptors.local.stage_runner import Runner
 
 
 def runner(tmp_path: Path) -> Runner:
@@ -27,7 +27,7 @@ def test_git_lfs_is_installed():
 def test_lfs_is_detected_by_attribute_and_filters_come_without_hooks(tmp_path):
     r = runner(tmp_path)
     repo = Path(r.spec["repo_dir"])
-    assert r.git("init", "-q", f"--template={r.checkout_template()}")[0] == 0
+    assert r.repo.git("init", "-q", f"--template={r.repo.checkout_template()}")[0] == 0
     # The filters as `git lfs install --local --skip-repo` writes them, no hooks at all
     # (not even git's samples), no automatic maintenance after a fetch.
     assert not (repo / ".git" / "hooks").exists() or not any((repo / ".git" / "hooks").iterdir())
@@ -37,14 +37,14 @@ def test_lfs_is_detected_by_attribute_and_filters_come_without_hooks(tmp_path):
             "filter.lfs.process=git-lfs filter-process", "filter.lfs.required=true",
             "maintenance.auto=false", "gc.auto=0", "core.bare=false"} <= set(config)
     (repo / "notes.txt").write_text("plain\n")
-    r.git("add", "-A")
-    assert r.lfs_files() is False  # no file under an LFS filter
+    r.repo.git("add", "-A")
+    assert r.repo.lfs_files() is False  # no file under an LFS filter
 
     (repo / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
     (repo / "model.bin").write_bytes(b"\x00\x01weights" * 100)
-    r.git("add", "-A")
-    assert r.lfs_files() is True
-    assert r.git("commit", "-q", "--no-verify", "-m", "model")[0] == 0
+    r.repo.git("add", "-A")
+    assert r.repo.lfs_files() is True
+    assert r.repo.git("commit", "-q", "--no-verify", "-m", "model")[0] == 0
     # The filter ran: the commit holds an LFS pointer, not the bytes.
     blob = subprocess.run(["git", "-C", str(repo), "show", "HEAD:model.bin"], capture_output=True,
                           check=True).stdout
@@ -55,7 +55,7 @@ def test_the_runner_starts_without_site_packages(tmp_path):
     # The local executor starts it with -I -S: it must need the standard library only.
     import subprocess
 
-    from site_runtime.adaptors.local_processes import RUNNER_ARGV
+    from site_runtime.adaptors.local.processes import RUNNER_ARGV
 
     assert "-S" in RUNNER_ARGV
     done = subprocess.run([*RUNNER_ARGV], capture_output=True, text=True, timeout=30)
@@ -66,9 +66,9 @@ def test_the_runner_starts_without_site_packages(tmp_path):
 
 def test_a_repository_ca_file_is_the_only_ca_git_trusts(tmp_path):
     r = runner(tmp_path)
-    assert "GIT_SSL_CAINFO" not in r.git_env() and "GIT_SSL_CAPATH" not in r.git_env()
+    assert "GIT_SSL_CAINFO" not in r.repo.git_env() and "GIT_SSL_CAPATH" not in r.repo.git_env()
     r.spec["repository_ca_file"] = str(tmp_path / "ca.pem")
-    env = r.git_env()
+    env = r.repo.git_env()
     assert env["GIT_SSL_CAINFO"] == str(tmp_path / "ca.pem")
     # An empty private directory instead of the system's certificate directory.
     ca_path = Path(env["GIT_SSL_CAPATH"])

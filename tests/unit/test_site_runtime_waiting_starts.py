@@ -9,8 +9,8 @@ import asyncio
 import itertools
 from datetime import UTC, datetime, timedelta
 
-from site_runtime.adaptors.local_executor import LocalExecutor, LocalSettings
-from site_runtime.adaptors.local_jobs import LocalJobsJournal
+from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
+from site_runtime.adaptors.local.jobs import LocalJobsJournal
 from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.ports import SiteCommand
 

@@ -1,5 +1,5 @@
-"""Ports of command delivery: the Site edge and the delivery journal (DESIGN.md,
-Site Runtime; seed 004 §4C). The worker (``application/worker.py``) uses them;
+"""Ports of command delivery: the Site edge and the delivery journal (docs/site-runtime.md,
+How a command is handled). The worker (``application/worker.py``) uses them;
 ``adaptors/edge_client.py`` and ``adaptors/journal.py`` implement them.
 """
 

@@ -1,4 +1,4 @@
-"""Permit-checked log reads for the executors' ``read_log`` (seed 001, Private Run log
+"""Permit-checked log reads for the executors' ``read_log`` (docs/site-commands.md, ``read-log``; Private Run log
 commands; docs/site-runtime.md, read-log).
 
 A ``read-log`` command carries ``{"stage", "max_bytes", "viewer", "read_id"}`` and, to
@@ -34,15 +34,15 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from site_runtime.application.ports import CommandResult, SiteCommand
 
-MAX_LOG_BYTES = 5 * 1024 * 1024  # seed 001: the encoded upload cap, 5 MiB
-LOG_READ_SECONDS = 10.0  # seed 001: the operation is capped at ten seconds
-# seed 001: the source-message budget is at most 4 MiB; leave room for the rest of the
+MAX_LOG_BYTES = 5 * 1024 * 1024  # the encoded upload cap, 5 MiB
+LOG_READ_SECONDS = 10.0  # the operation is capped at ten seconds
+# the source-message budget is at most 4 MiB; leave room for the rest of the
 # result and the message that carries it to Execution Core.
 MAX_ENCODED_TEXT_BYTES = 4 * 1024 * 1024 - 64 * 1024
 _VIEWER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
@@ -64,7 +64,7 @@ class PermitUnavailable(Exception):
 
 @runtime_checkable
 class ReadPermits(Protocol):
-    """Viewer read permits at the Site edge (seed 001, Private reads)."""
+    """Viewer read permits at the Site edge (docs/site-runtime.md, Codes)."""
 
     async def authorise_read(self, request: dict[str, Any]) -> dict[str, Any]:
         """``POST /v1/authorisations/read`` with ``run_id, attempt_id, viewer, read_kind,
@@ -86,8 +86,12 @@ def complete_utf8(data: bytes) -> bytes:
     for back in range(1, min(3, len(data)) + 1):
         byte = data[-back]
         if byte & 0xC0 != 0x80:  # not a continuation byte: a lead byte or ASCII
-            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else (
-                4 if byte & 0xF8 == 0xF0 else 1
+            need = (
+                2
+                if byte & 0xE0 == 0xC0
+                else 3
+                if byte & 0xF0 == 0xE0
+                else (4 if byte & 0xF8 == 0xF0 else 1)
             )
             return data[:-back] if need > back else data
     return data
@@ -243,3 +247,27 @@ async def permitted_read(
         "size": size,
     }
     return CommandResult(command.command_id, "succeeded", observation={"log": log})
+
+
+async def read_stage_log(
+    command: SiteCommand,
+    permits: ReadPermits | None,
+    stages: Collection[str],
+    log_file: Callable[[str], Path],
+) -> CommandResult:
+    """An executor's ``read-log``: ``unknown-stage`` for a stage not in ``stages``, else
+    :func:`permitted_read` of ``log_file(stage)`` off the event loop; a log that cannot
+    be read is refused ``workspace-unavailable``. The Attempt was checked by the caller."""
+    stage = command.payload.get("stage", "compute")
+    if stage not in stages:
+        return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
+
+    async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
+        return await asyncio.to_thread(read_span, log_file(name), max_bytes, offset)
+
+    try:
+        return await permitted_read(command, permits, read)
+    except OSError:
+        return CommandResult(
+            command.command_id, "refused", "workspace-unavailable", "the log cannot be read"
+        )

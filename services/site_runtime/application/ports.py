@@ -120,7 +120,7 @@ class QueuedBatchExecutor(Protocol):
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Stop the Attempt's native work; a finished or unknown Attempt is left as it is.
 
-        The actual native state is then learned by a later ``observe`` (seed 004 §7C).
+        The actual native state is then learned by a later ``observe`` (docs/site-runtime.md, Recovery).
         """
         ...
 
@@ -131,7 +131,7 @@ class QueuedBatchExecutor(Protocol):
     async def read_log(self, command: SiteCommand) -> CommandResult:
         """Answer a ``read-log`` command with a bounded read of the Attempt's logs.
 
-        Reads only under the viewer's current read permit (seed 001, Private Run log
+        Reads only under the viewer's current read permit (docs/site-commands.md, ``read-log``; Private Run log
         commands), at most the permit's ``max_bytes`` (≤ 5 MiB); a definite refusal is
         a ``refused`` result with its ``code``.
         """

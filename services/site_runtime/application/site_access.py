@@ -1,6 +1,6 @@
-"""What an executor asks the Site edge for (seed 001; seed 000): execution
-authorisation and Run-scoped repository grants. ``adaptors/edge_client.py``
-implements both over HTTPS.
+"""What an executor asks the Site edge for (docs/site-commands.md, Transport):
+execution authorisation, Run-scoped repository grants and member tokens.
+``adaptors/edge/client.py`` implements them over HTTPS.
 """
 
 from __future__ import annotations
@@ -9,7 +9,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from metallo.identity.verify import MemberCredential
 from site_runtime.application.delivery import EdgeRefused
+
+#: HTTP statuses with which the edge says no for good; any other refusal (401 for a
+#: credential being rotated, 429) may pass, so an executor defers instead.
+DEFINITE_STATUSES = frozenset({400, 403, 404, 409, 422})
+
+
+def definite(refused: EdgeRefused) -> bool:
+    """True when ``refused`` is the edge's final answer (see :data:`DEFINITE_STATUSES`)."""
+    return refused.status in DEFINITE_STATUSES
 
 
 @dataclass(frozen=True)
@@ -38,8 +48,8 @@ class RepositoryGrant:
 
 
 class ExecutionAuthority(Protocol):
-    """``POST /v1/authorisations/execution`` (seed 001, authorise): used once for the
-    immediate effect, never cached as a verdict."""
+    """``POST /v1/authorisations/execution``: used once for the immediate effect,
+    never cached as a verdict (docs/site-runtime.md, How a command is handled)."""
 
     async def authorise_execution(self, request: dict[str, str]) -> dict[str, Any]:
         """``request``: run_id, attempt_id, material_digest, member_id, site_username,
@@ -60,8 +70,17 @@ class ExecutionAuthorityWithGrant(ExecutionAuthority, Protocol):
         ...
 
 
+class MemberTokens(Protocol):
+    """Fresh member access tokens for one Attempt (docs/slurm-lab.md, member tokens)."""
+
+    async def member_token(self, attempt_id: str) -> MemberCredential:
+        """A token for the Attempt's member; raises EdgeUnavailable or EdgeRefused.
+        The token is never logged, journaled or put in an environment or script."""
+        ...
+
+
 class RepositoryGrants(Protocol):
-    """Per-stage repository identities (seed 001, Repository grants)."""
+    """Per-stage repository identities, released when their stage ends."""
 
     async def issue(self, attempt_id: str, direction: str) -> RepositoryGrant:
         """Issue a ``stage-in`` (fetch) or ``stage-out`` (fetch + push) identity."""

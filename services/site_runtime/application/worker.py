@@ -50,6 +50,7 @@ from site_runtime.domain.deferrals import is_catalogued
 
 log = logging.getLogger("site_runtime.worker")
 
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 text (docs/site-commands.md)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

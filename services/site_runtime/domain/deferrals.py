@@ -1,10 +1,10 @@
-"""The deferral catalogue of the Site Runtime (seed 001: every deferral names a
+"""The deferral catalogue of the Site Runtime (docs/site-runtime.md, Deferral codes: every deferral names a
 stable code from this catalogue; the platform explains each code with fixed text).
 
 A deferral is not a result: the command stays pending, the worker reports the
 code once per command and code (``POST /v1/commands/{sequence}/progress``) and
 tries again later. The Site edge accepts only codes of ``contracts/deferrals.json``;
-``tests/unit/test_site_runtime_deferrals.py`` fails when this catalogue and that
+``tests/unit/site_runtime/test_site_runtime_deferrals.py`` fails when this catalogue and that
 file disagree, or when a ``Deferred("...")`` in ``services/site_runtime`` names a
 code that is not catalogued here.
 """
@@ -40,5 +40,5 @@ DEFERRALS = MappingProxyType(
 
 
 def is_catalogued(code: str) -> bool:
-    """True when ``code`` is a catalogued deferral code (seed 001)."""
+    """True when ``code`` is a catalogued deferral code."""
     return code in DEFERRALS

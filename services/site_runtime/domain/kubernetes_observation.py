@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from site_runtime.domain import outcomes
 from site_runtime.domain.kubernetes_status import StageState
 
 #: The stage helper's exit status → failure code (0 is success). The helper prints
@@ -90,14 +91,9 @@ class StageEnd:
 def failure_record(end: StageEnd, scheduler_state: str) -> dict[str, Any]:
     """The bounded failure record (stage, state, object name, exit code, signal, code):
     never provider text or secrets."""
-    return {
-        "stage": end.stage,
-        "scheduler_state": scheduler_state,
-        "job_id": end.name,
-        "exit_code": end.exit_code,
-        "signal": end.signal,
-        "code": end.code,
-    }
+    return outcomes.failure_record(
+        end.stage, scheduler_state, end.name, end.exit_code, end.signal, end.code
+    )
 
 
 def observation(
@@ -134,13 +130,14 @@ def observation(
             exit_code, signal = compute.exit_code, compute.signal
         native = "Complete"
     return {
-        "phase": phase,
-        "native_state": native,
-        "exit_code": exit_code,
-        "signal": signal,
-        "failure": failure,
-        "output_commit": output if state == "succeeded" else None,
-        "endpoint": None,
+        **outcomes.observation(
+            phase,
+            observed_at,
+            native_state=native,
+            exit_code=exit_code,
+            signal=signal,
+            failure=failure,
+            output_commit=output if state == "succeeded" else None,
+        ),
         "native_wait": wait,
-        "observed_at": observed_at,
     }

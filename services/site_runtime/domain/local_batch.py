@@ -1,4 +1,4 @@
-"""Pure rules of the local ``queued-batch`` executor (DESIGN.md, Site Runtime: same
+"""Pure rules of the local ``queued-batch`` executor (docs/site-runtime.md, Local executor: same
 phases as Slurm — stage-in, compute, stage-out — on ordinary local processes).
 
 Nothing here does I/O: it reads the ``prepare`` payload (docs/site-commands.md,
@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from site_runtime.domain.outcomes import failure_record as outcome_failure_record
+from site_runtime.domain.outcomes import observation as outcome_observation
 
 STAGES = ("stage-in", "compute", "stage-out")
 
@@ -32,7 +35,7 @@ REFUSALS = {
 #: ``observation.failure.code`` values of a failed Attempt.
 FAILURES = {
     "attempt-deadline-passed": "stage-in ended after the deadline, so compute was not "
-    "launched (seed 000: expiry refuses work not yet started)",
+    "launched (expiry refuses work not yet started)",
     "repository-commit-missing": "the repository does not have the pinned commit",
     "stage-in-failed": "stage-in could not fetch or check out the repository "
     "(transport, credential or LFS failure)",
@@ -128,6 +131,24 @@ def _step(raw: Any, where: str) -> Step:
     return Step(shell=shell)
 
 
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def prepared_job(
+    run_id: str, attempt_id: str, payload: dict[str, Any], max_wall_seconds: int | None
+) -> LocalJob:
+    """The job a ``prepare`` command may save: safe run and attempt ids, the
+    ``queued-batch`` family and a payload :func:`parse_job` reads. Raises
+    :class:`InvalidMaterial`."""
+    if not _ID.match(attempt_id) or not _ID.match(run_id):
+        raise InvalidMaterial("invalid-material", "malformed run or attempt id")
+    if payload.get("family", "queued-batch") != "queued-batch":
+        raise InvalidMaterial(
+            "invalid-material", "the local executor runs queued-batch actions only"
+        )
+    return parse_job(payload, max_wall_seconds)
+
+
 def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> LocalJob:
     """Read a ``prepare`` payload (docs/site-commands.md) into a :class:`LocalJob`.
 
@@ -144,7 +165,7 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
         raise InvalidMaterial("invalid-material", "the payload has no repository")
     url, commit, branch = repo.get("url"), repo.get("commit"), repo.get("branch")
     # An absolute path is what `metallo action run ./repo` records (development), and
-    # git reads it as it reads file:///path (a new user's Run of one was refused).
+    # git reads it as it reads file:///path (a Run of one must not be refused).
     if not isinstance(url, str) or not url.startswith(("https://", "file:///", "/")):
         raise InvalidMaterial(
             "invalid-material",
@@ -266,22 +287,22 @@ NATIVE_STATE = {
 
 
 def failure_record(stage: StageFacts) -> dict[str, Any]:
-    """The bounded failure record of docs/site-commands.md (seed 001, failure records):
-    stage, scheduler state, job id (the stage's pid), exit code, signal and code —
-    never process output or secrets."""
+    """The bounded failure record of a local stage (:func:`~.outcomes.failure_record`):
+    its pid as job id, ``TIMEOUT`` for a wall-time kill, ``CANCELLED`` for a stopped
+    stage, else ``FAILED``; the stage's code or its default."""
     scheduler_state = (
         "TIMEOUT"
         if stage.code == "wall-time-exceeded"
         else ("CANCELLED" if stage.state == "cancelled" else "FAILED")
     )
-    return {
-        "stage": stage.stage,
-        "scheduler_state": scheduler_state,
-        "job_id": str(stage.pid) if stage.pid else None,
-        "exit_code": stage.exit_code,
-        "signal": stage.signal,
-        "code": stage.code or default_failure_code(stage.stage),
-    }
+    return outcome_failure_record(
+        stage.stage,
+        scheduler_state,
+        str(stage.pid) if stage.pid else None,
+        stage.exit_code,
+        stage.signal,
+        stage.code or default_failure_code(stage.stage),
+    )
 
 
 def default_failure_code(stage: str) -> str:
@@ -314,16 +335,15 @@ def observation(state: str, stages: list[StageFacts], observed_at: str) -> dict[
     if state == "succeeded" and compute is not None:
         exit_code, signal = compute.exit_code, compute.signal
     out = by_stage.get("stage-out")
-    return {
-        "phase": PHASE_OF_STATE[state],
-        "native_state": NATIVE_STATE[state],
-        "exit_code": exit_code,
-        "signal": signal,
-        "failure": failure,
-        "output_commit": out.output_commit if out is not None and state == "succeeded" else None,
-        "endpoint": None,
-        "observed_at": observed_at,
-    }
+    return outcome_observation(
+        PHASE_OF_STATE[state],
+        observed_at,
+        native_state=NATIVE_STATE[state],
+        exit_code=exit_code,
+        signal=signal,
+        failure=failure,
+        output_commit=out.output_commit if out is not None and state == "succeeded" else None,
+    )
 
 
 def native_jobs(stages: list[StageFacts]) -> list[dict[str, Any]]:

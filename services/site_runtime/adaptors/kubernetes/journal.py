@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors.journal import open_sqlite
+from site_runtime.adaptors.delivery_journal import open_sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (

@@ -1,0 +1,182 @@
+"""The delivery journal ``delivery.sqlite`` (docs/site-runtime.md, Journals): every pulled command is
+saved before the Runtime acts on it, and its exact result before it is reported.
+
+SQLite in WAL mode with ``synchronous=FULL``: a saved row survives a kill -9 or a
+power cut of the Runtime. Each write is its own short transaction; nothing here
+talks to the network. Tables:
+
+- ``commands``: sequence (primary key), command_id, the command as canonical JSON,
+  state (journaled | dispatched | resulted | acknowledged | conflict), the exact
+  result JSON, timestamps (UTC ISO 8601);
+- ``progress_reports``: (sequence, code) pairs the edge accepted (docs/site-runtime.md, Deferral codes: once per
+  command and code).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from site_runtime.application.delivery import JournalEntry, JournalMismatch
+from site_runtime.application.ports import SiteCommand
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS commands (
+    sequence INTEGER PRIMARY KEY,
+    command_id TEXT NOT NULL,
+    command_json TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN
+        ('journaled', 'dispatched', 'resulted', 'acknowledged', 'conflict')),
+    result_json TEXT,
+    journaled_at TEXT NOT NULL,
+    resulted_at TEXT,
+    acknowledged_at TEXT
+);
+CREATE TABLE IF NOT EXISTS progress_reports (
+    sequence INTEGER NOT NULL REFERENCES commands(sequence),
+    code TEXT NOT NULL,
+    reported_at TEXT NOT NULL,
+    PRIMARY KEY (sequence, code)
+);
+"""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """Open (creating with mode 0600) a SQLite file in WAL mode with full sync.
+
+    Used for ``delivery.sqlite`` and ``jobs.sqlite``. Autocommit mode: callers wrap
+    multi-statement changes in ``with conn:`` transactions.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        path.touch(mode=0o600)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def command_json(command: SiteCommand) -> str:
+    """A command as canonical JSON (sorted keys, compact)."""
+    return json.dumps(asdict(command), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class SqliteDeliveryJournal:
+    """:class:`~site_runtime.application.delivery.DeliveryJournal` over ``delivery.sqlite``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._conn = open_sqlite(self.path)
+        self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the file (the journal stays valid on disk)."""
+        self._conn.close()
+
+    def _entry(self, row: sqlite3.Row | None) -> JournalEntry | None:
+        if row is None:
+            return None
+        codes = {
+            r["code"]
+            for r in self._conn.execute(
+                "SELECT code FROM progress_reports WHERE sequence = ?", (row["sequence"],)
+            )
+        }
+        return JournalEntry(
+            sequence=row["sequence"],
+            command=SiteCommand(**json.loads(row["command_json"])),
+            state=row["state"],
+            result_json=row["result_json"],
+            reported_codes=frozenset(codes),
+        )
+
+    def entry(self, sequence: int) -> JournalEntry | None:
+        """See DeliveryJournal."""
+        row = self._conn.execute(
+            "SELECT * FROM commands WHERE sequence = ?", (sequence,)
+        ).fetchone()
+        return self._entry(row)
+
+    def entries(self) -> list[JournalEntry]:
+        """Every entry, oldest first (operators and tests)."""
+        rows = self._conn.execute("SELECT * FROM commands ORDER BY sequence").fetchall()
+        return [self._entry(r) for r in rows]  # type: ignore[misc]
+
+    def unfinished(self) -> list[JournalEntry]:
+        """See DeliveryJournal."""
+        rows = self._conn.execute(
+            "SELECT * FROM commands WHERE state NOT IN ('acknowledged', 'conflict') "
+            "ORDER BY sequence"
+        ).fetchall()
+        return [self._entry(r) for r in rows]  # type: ignore[misc]
+
+    def journal(self, command: SiteCommand) -> JournalEntry:
+        """See DeliveryJournal (raises JournalMismatch)."""
+        with self._conn:
+            self._conn.execute("BEGIN IMMEDIATE")
+            row = self._conn.execute(
+                "SELECT command_id FROM commands WHERE sequence = ?", (command.sequence,)
+            ).fetchone()
+            if row is None:
+                self._conn.execute(
+                    "INSERT INTO commands (sequence, command_id, command_json, state, "
+                    "journaled_at) VALUES (?, ?, ?, 'journaled', ?)",
+                    (command.sequence, command.command_id, command_json(command), _now()),
+                )
+            elif row["command_id"] != command.command_id:
+                raise JournalMismatch(
+                    f"sequence {command.sequence} is journaled with another command_id"
+                )
+        entry = self.entry(command.sequence)
+        assert entry is not None
+        return entry
+
+    def mark_dispatched(self, sequence: int) -> None:
+        """See DeliveryJournal."""
+        self._conn.execute(
+            "UPDATE commands SET state = 'dispatched' WHERE sequence = ? AND state = 'journaled'",
+            (sequence,),
+        )
+
+    def save_result(self, sequence: int, result_json: str) -> str:
+        """See DeliveryJournal: the first saved result wins and is returned."""
+        with self._conn:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(
+                "UPDATE commands SET state = 'resulted', result_json = ?, resulted_at = ? "
+                "WHERE sequence = ? AND result_json IS NULL",
+                (result_json, _now(), sequence),
+            )
+            row = self._conn.execute(
+                "SELECT result_json FROM commands WHERE sequence = ?", (sequence,)
+            ).fetchone()
+        return row["result_json"]
+
+    def mark_acknowledged(self, sequence: int, recorded: bool) -> None:
+        """See DeliveryJournal."""
+        self._conn.execute(
+            "UPDATE commands SET state = 'acknowledged', acknowledged_at = ? "
+            "WHERE sequence = ? AND result_json IS NOT NULL",
+            (_now(), sequence),
+        )
+
+    def mark_conflict(self, sequence: int) -> None:
+        """See DeliveryJournal."""
+        self._conn.execute("UPDATE commands SET state = 'conflict' WHERE sequence = ?", (sequence,))
+
+    def progress_reported(self, sequence: int, code: str) -> None:
+        """See DeliveryJournal."""
+        self._conn.execute(
+            "INSERT OR IGNORE INTO progress_reports (sequence, code, reported_at) VALUES (?, ?, ?)",
+            (sequence, code, _now()),
+        )

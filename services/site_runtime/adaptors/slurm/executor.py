@@ -1,0 +1,325 @@
+"""The slurm executor: one ``queued-batch`` Attempt as three dependent Slurm jobs
+(docs/site-runtime.md, Slurm executor; docs/slurm-lab.md).
+
+``stage-in`` → ``compute`` → ``stage-out``, each joined to the stage before by
+``afterok``. A stage is submitted when the stage before has completed (so a
+restart after a completed stage-in resumes with compute without cloning again,
+and each staging job gets a just-in-time repository grant).
+
+Jobs are submitted *held* and released only once their id is saved, so a
+submission whose answer was lost is settled by an exact-identity lookup
+(:mod:`site_runtime.domain.slurm_settling`).
+
+The member token is fetched through :class:`MemberTokens` and verified before
+every native request (``SlurmRest``); it is never written to the journal, a log
+line, an exception, an environment or a script.
+
+:class:`SlurmExecutor` holds its collaborators and calls the domain:
+
+* ``SlurmRest`` (``rest.py``) — slurmrestd; ``SlurmJournal`` (``journal.py``) — ``jobs.sqlite``;
+* the Site edge (``adaptors/edge/client.py``) as member tokens, grants and authority;
+* :class:`~.submission.StageSubmissions` — the held-submission protocol;
+* :class:`~.progress.ChainProgress` — observing, advancing, deciding, cleanup;
+* :class:`~.cancellation.ChainCancellation` — cancellation newest to oldest;
+* :class:`~site_runtime.application.journaled.JournaledExecutor` — the prologue of
+  every command (saved-result replay, per-Attempt lock, ``attempt-not-prepared``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from metallo.identity.verify import MemberTokenRejected
+from site_runtime.adaptors.slurm import views
+from site_runtime.adaptors.slurm.cancellation import ChainCancellation
+from site_runtime.adaptors.slurm.grants import StageGrants
+from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
+from site_runtime.adaptors.slurm.material import Refusal, prepared_record
+from site_runtime.adaptors.slurm.progress import ChainProgress
+from site_runtime.adaptors.slurm.rest import SlurmRefused, SlurmRest
+from site_runtime.adaptors.slurm.settings import SlurmSettings
+from site_runtime.adaptors.slurm.submission import DeadlinePassed, StageSubmissions
+from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.application.journaled import JournaledExecutor
+from site_runtime.application.log_reads import ReadPermits, read_stage_log
+from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
+from site_runtime.application.site_access import (
+    ExecutionAuthority,
+    MemberTokens,
+    RepositoryGrants,
+    definite,
+)
+from site_runtime.domain import slurm_requests
+from site_runtime.domain.slurm_chain import deadline_refuses
+from site_runtime.domain.slurm_stages import STAGES
+
+log = logging.getLogger("metallo.site_runtime.slurm")
+
+DEADLINE_TEXT = "the Attempt's accepted-work deadline has passed"
+
+
+class SlurmExecutor:
+    """``QueuedBatchExecutor`` on Slurm through slurmrestd (see the module doc).
+
+    ``authority`` (execution authority; also the read permits when it offers them)
+    may be replaced at any time. ``fault`` is called with a step name at each
+    recovery point (``intent:<stage>``, ``posted:<stage>``, ``held:<stage>``,
+    ``cancel-intent``, ``cancelled:<stage>``); tests use it to stop the process at
+    exactly that point.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: SlurmSettings,
+        journal: SlurmJournal,
+        rest: SlurmRest,
+        tokens: MemberTokens,
+        grants: RepositoryGrants,
+        authority: ExecutionAuthority | None = None,
+        clock: Callable[[], float] = time.time,
+        fault: Callable[[str], None] = lambda step: None,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.rest = rest
+        self.authority = authority
+        self.clock = clock
+        self.fault = fault
+        self.grants = StageGrants(journal, grants)
+        self.submissions = StageSubmissions(
+            journal=journal, rest=rest, tokens=tokens, grants=self.grants, clock=clock, fault=fault
+        )
+        self.progress = ChainProgress(
+            journal=journal,
+            rest=rest,
+            submissions=self.submissions,
+            grants=self.grants,
+            clock=clock,
+        )
+        self.cancellation = ChainCancellation(
+            journal=journal, rest=rest, submissions=self.submissions, fault=fault
+        )
+        self.commands = JournaledExecutor(
+            journal,
+            {
+                "prepare": self._prepare,
+                "start": self._start,
+                "observe": self._observe,
+                "cancel": self._cancel,
+                "read-log": self._read_log,
+            },
+        )
+
+    # ------------------------------------------------------------------ commands
+    async def prepare(self, command: SiteCommand) -> CommandResult:
+        """Save the Attempt and three ``prepared`` stages; refuse what cannot run here.
+
+        Refusals (before any workspace effect): ``unsupported-slurm-accelerator-class``,
+        ``slurm-wall-time-above-limit``, ``unsupported-slurm-inputs``,
+        ``invalid-material``, ``binding-changed``, ``idempotency-conflict``,
+        ``authorisation-refused``.
+        """
+        return await self.commands.run("prepare", command)
+
+    async def start(self, command: SiteCommand) -> CommandResult:
+        """Submit stage-in (held, then released) and answer ``queued``.
+
+        Refusals: ``attempt-not-prepared``, ``attempt-deadline-passed``,
+        ``slurm-error-<n>``, ``member-token-rejected``, ``authorisation-refused``.
+        Deferrals: ``slurm-submission-limited``, ``slurm-unavailable``,
+        ``slurm-observation-unavailable``, ``identity-provider-unavailable``,
+        ``repository-unavailable``, ``authority-unavailable``.
+        """
+        return await self.commands.run("start", command)
+
+    async def observe(self, command: SiteCommand) -> CommandResult:
+        """Observe the chain, submit the next stage when its predecessor completed.
+
+        Phases: ``queued`` (stage-in, compute pending), ``running`` (compute
+        started, stage-out; never back), ``succeeded``/``failed``/``cancelled``
+        once decided and cleaned up. One native list request serves every
+        Attempt observed within the list cache time.
+        """
+        return await self.commands.run("observe", command)
+
+    async def cancel(self, command: SiteCommand) -> CommandResult:
+        """Cancel the whole chain, newest job first; the exact result is saved and replayed.
+
+        ``message`` is ``accepted``, ``already-terminal`` or ``not-found``.
+        """
+        return await self.commands.run("cancel", command)
+
+    async def recover(self, command: SiteCommand) -> CommandResult:
+        """Finish a command journaled as in flight before a restart (same paths, idempotent)."""
+        return await self.commands.recover(command)
+
+    async def read_log(self, command: SiteCommand) -> CommandResult:
+        """The tail of one stage's Attempt-scoped log (or, with ``offset``, the log from
+        that byte on; at most ``max_bytes``, ≤ 5 MiB), also while the Attempt runs,
+        read only under the viewer's read permit from the Site edge
+        (``application/log_reads.py``: permit, confirm, read, confirm; ten seconds at
+        most). Refusals: ``unknown-stage``, ``attempt-not-prepared`` and those of
+        :func:`permitted_read`."""
+        return await self.commands.run("read-log", command)
+
+    # ------------------------------------------------------------------ handlers
+    async def _prepare(self, command: SiteCommand) -> CommandResult:
+        try:
+            record = prepared_record(command, self.settings, self.clock)
+        except Refusal as refusal:
+            return self._refuse(command, refusal.code, str(refusal))
+        existing = self.journal.attempt(command.attempt_id)
+        if existing is None:
+            refused = await self._authorise(command.run_id, command.attempt_id, record)
+            if refused is not None:
+                return self._refuse(command, "authorisation-refused", refused)
+            self.journal.create_attempt(
+                attempt_id=command.attempt_id,
+                run_id=command.run_id,
+                attempt_number=command.attempt_number,
+                site_id=command.site_id,
+                record=record,
+                stages=STAGES,
+            )
+        elif existing.record["binding"] != record["binding"]:
+            return self._refuse(
+                command, "binding-changed", "the member binding differs from the saved one"
+            )
+        elif existing.record["material_digest"] != record["material_digest"]:
+            return self._refuse(
+                command, "idempotency-conflict", "the Attempt was prepared with other material"
+            )
+        observation = views.current("prepared", self.clock())
+        return self._save(
+            command, CommandResult(command.command_id, "succeeded", observation=observation)
+        )
+
+    async def _start(self, command: SiteCommand) -> CommandResult:
+        att = views.attempt(self.journal, command.attempt_id)
+        if att.outcome is not None or att.cancel_state is not None:
+            return await self.progress.observe(command, att)
+        stage_in = self.journal.stages(att.attempt_id)["stage-in"]
+        if stage_in.state == "refused":
+            code = (stage_in.refusal or {}).get("code")
+            return self._refuse(command, code, _refusal_text(code))
+        if stage_in.state == "prepared":
+            refused = await self._authorise(att.run_id, att.attempt_id, att.record)
+            if refused is not None:
+                return self._refuse(command, "authorisation-refused", refused)
+            if deadline_refuses("stage-in", att.record.get("deadline_epoch"), self.clock()):
+                return self._refuse(command, "attempt-deadline-passed", DEADLINE_TEXT)
+        try:
+            credential = await self.submissions.credential(att)
+            await self.submissions.ensure_submitted(att, "stage-in", None, credential)
+        except SlurmRefused as refused:
+            return self._refuse(command, refused.code, _refusal_text(refused.code))
+        except DeadlinePassed:
+            return self._refuse(command, "attempt-deadline-passed", DEADLINE_TEXT)
+        except MemberTokenRejected as rejected:
+            log.warning("attempt %s: member token rejected (%s)", att.attempt_id, rejected.reason)
+            return self._refuse(
+                command,
+                "member-token-rejected",
+                f"the member token was refused ({rejected.reason})",
+            )
+        native = views.reported_state(self.journal, att.attempt_id)
+        return self._save(
+            command,
+            CommandResult(
+                command.command_id,
+                "succeeded",
+                native_jobs=views.native_jobs(self.journal, att.attempt_id),
+                observation=views.current("queued", self.clock(), native),
+            ),
+        )
+
+    async def _observe(self, command: SiteCommand) -> CommandResult:
+        return await self.progress.observe(command, views.attempt(self.journal, command.attempt_id))
+
+    async def _cancel(self, command: SiteCommand) -> CommandResult:
+        att = self.journal.attempt(command.attempt_id)
+        if att is None:
+            return self._save(
+                command, CommandResult(command.command_id, "succeeded", message="not-found")
+            )
+        if att.cancel_result is None:
+            if att.cancel_state is None:
+                self.journal.update_attempt(att.attempt_id, cancel_state="requested")
+            self.fault("cancel-intent")
+            result = await self.cancellation.cancel_chain(
+                views.attempt(self.journal, att.attempt_id)
+            )
+            self.journal.update_attempt(att.attempt_id, cancel_result=result, cancel_state="done")
+        return self._save(
+            command, self._cancel_result(command, views.attempt(self.journal, att.attempt_id))
+        )
+
+    async def _read_log(self, command: SiteCommand) -> CommandResult:
+        att = views.attempt(self.journal, command.attempt_id)
+        root = att.record["workspace_root"]
+
+        def log_file(stage: str) -> Path:
+            return Path(slurm_requests.log_path(root, att.attempt_id, stage))
+
+        # Read permits come from the Site edge that also authorises execution.
+        permits = self.authority if isinstance(self.authority, ReadPermits) else None
+        return await read_stage_log(command, permits, STAGES, log_file)
+
+    # ------------------------------------------------------------------ helpers
+    def _save(self, command: SiteCommand, result: CommandResult) -> CommandResult:
+        self.journal.save_result(
+            command.command_id, command.attempt_id, command.kind, result.to_json()
+        )
+        return result
+
+    def _refuse(self, command: SiteCommand, code: str | None, message: str) -> CommandResult:
+        return self._save(command, CommandResult(command.command_id, "refused", code, message))
+
+    def _cancel_result(self, command: SiteCommand, att: AttemptRow) -> CommandResult:
+        phase = (att.outcome or {}).get("phase") or "cancelled"
+        observation = att.outcome or views.current(phase, self.clock(), "CANCELLED")
+        return CommandResult(
+            command.command_id,
+            "succeeded",
+            message=att.cancel_result,
+            native_jobs=views.native_jobs(self.journal, att.attempt_id),
+            observation=observation,
+        )
+
+    async def _authorise(self, run_id: str, attempt_id: str, record: dict[str, Any]) -> str | None:
+        """Ask current authority for a new native effect: None, or the refusal's reason."""
+        if self.authority is None:
+            return None
+        binding = record["binding"]
+        request = {
+            "run_id": run_id,
+            "attempt_id": attempt_id,
+            "material_digest": record.get("material_digest") or "",
+            "member_id": binding.get("member") or "",
+            "site_username": binding["user"],
+            "account": binding["account"],
+        }
+        try:
+            await self.authority.authorise_execution(request)
+        except EdgeUnavailable:
+            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from None
+        except EdgeRefused as error:
+            if not definite(error):
+                raise Deferred(
+                    "authority-unavailable", "authorisation cannot be confirmed"
+                ) from None
+            return f"authority refused ({error.code})"
+        return None
+
+
+def _refusal_text(code: str | None) -> str:
+    """Who refused the stage-in job: slurmctld (``slurm-error-<n>``) or the edge, which
+    refused its repository grant (:class:`~.grants.GrantRefused`)."""
+    if code and code.startswith("slurm-error-"):
+        return "Slurm refused the stage-in job"
+    return f"the Site edge refused the stage-in job's repository grant ({code})"

@@ -1,0 +1,277 @@
+"""Observing a staged Attempt and moving it on (docs/site-runtime.md, Slurm executor).
+
+Each observation (unless cancellation was requested) first finishes any
+uncertain or held submission; it then reads every stage's job from one native
+list (slurmctld, then slurmdbd for a job that has left it), checks the saved
+identity, cancels held duplicates, releases the grant of an ended staging job,
+and asks the domain (:mod:`site_runtime.domain.slurm_chain`) whether the chain
+ended and which stage is submitted next. The first ``running`` observation is
+saved before it is returned; a chain never goes back to ``queued``.
+
+Once the chain has ended its terminal observation is saved (immutable evidence:
+later observations replay it), then the Attempt's grants are released and its
+workspace removed; cleanup is durable and retried until it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from metallo.identity.verify import MemberCredential
+from site_runtime.adaptors.slurm import views
+from site_runtime.adaptors.slurm.errors import deferring
+from site_runtime.adaptors.slurm.grants import StageGrants
+from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal, StageRow
+from site_runtime.adaptors.slurm.material import COMMIT
+from site_runtime.adaptors.slurm.rest import SlurmRefused, SlurmRest
+from site_runtime.adaptors.slurm.scripts import OUTPUT_COMMIT_MARK
+from site_runtime.adaptors.slurm.submission import (
+    DeadlinePassed,
+    StageSubmissions,
+    identity,
+    log_path,
+)
+from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
+from site_runtime.domain import slurm_requests
+from site_runtime.domain.outcomes import now_iso
+from site_runtime.domain.slurm_chain import (
+    Verdict,
+    deadline_failure,
+    decide_outcome,
+    next_submission,
+    observed_phase,
+    terminal_observation,
+)
+from site_runtime.domain.slurm_jobs import NativeJob
+from site_runtime.domain.slurm_settling import held_duplicates
+from site_runtime.domain.slurm_stages import STAGES, STAGING_STAGES
+
+log = logging.getLogger("metallo.site_runtime.slurm")
+
+
+class ChainProgress:
+    """Observe every stage's job, advance the chain, decide and clean up."""
+
+    def __init__(
+        self,
+        *,
+        journal: SlurmJournal,
+        rest: SlurmRest,
+        submissions: StageSubmissions,
+        grants: StageGrants,
+        clock: Callable[[], float],
+    ) -> None:
+        self.journal = journal
+        self.rest = rest
+        self.submissions = submissions
+        self.grants = grants
+        self.clock = clock
+
+    async def observe(self, command: SiteCommand, att: AttemptRow) -> CommandResult:
+        """The Attempt's observation now (its saved outcome once decided).
+
+        Raises Deferred when Slurm, the member token or cleanup cannot progress now.
+        """
+        if att.outcome is not None:
+            if att.cleanup_state != "done":
+                await self.cleanup(att)
+            return self._result(command, att.attempt_id, att.outcome)
+        try:
+            with deferring(att.attempt_id):
+                credential = await self.submissions.credential(att)
+                return await self._advance(command, att, credential)
+        except SlurmRefused:
+            return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+
+    async def _advance(
+        self, command: SiteCommand, att: AttemptRow, credential: MemberCredential
+    ) -> CommandResult:
+        stages = self.journal.stages(att.attempt_id)
+        if stages["stage-in"].state in ("prepared", "refused"):
+            if att.cancel_state is not None or stages["stage-in"].state == "refused":
+                return await self.finish(command, att)
+            # Not started yet (or its start was deferred): nothing native exists.
+            return CommandResult(
+                command.command_id, "succeeded", observation=views.current("prepared", self.clock())
+            )
+        if att.cancel_state is None:
+            for stage in STAGES:
+                if stages[stage].state in ("submitting", "held"):
+                    after = _predecessor_id(stages, stage)
+                    await self.submissions.ensure_submitted(att, stage, after, credential)
+        await self._read_jobs(att, credential)
+        att = views.attempt(self.journal, att.attempt_id)
+        stages = self.journal.stages(att.attempt_id)
+        for stage in STAGING_STAGES:
+            # A staging job's grant is revoked once the job has ended.
+            if (stages[stage].native or {}).get("terminal") and stages[
+                stage
+            ].grant_state == "issued":
+                await self.grants.release(att.attempt_id, stage)
+        if self.decide(att, stages) is not None:
+            return await self.finish(command, att)
+        for _ in STAGES:
+            step = next_submission(
+                stages, att.cancel_state is not None, att.record.get("deadline_epoch"), self.clock()
+            )
+            if step is None:
+                break
+            if step.action == "submit":
+                try:
+                    await self.submissions.ensure_submitted(att, step.stage, step.after, credential)
+                except DeadlinePassed:
+                    step = None
+                except SlurmRefused:
+                    return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+            if step is None or step.action == "deadline-passed":
+                self._save_outcome(att, stages, Verdict("failed", failure=deadline_failure()))
+                return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+            stages = self.journal.stages(att.attempt_id)
+        att = views.attempt(self.journal, att.attempt_id)
+        stages = self.journal.stages(att.attempt_id)
+        phase = observed_phase(bool(att.reported_running), stages)
+        if phase == "running" and not att.reported_running:
+            # The first running observation is saved before it is returned: a
+            # restarted Runtime never reports the Attempt queued again.
+            self.journal.update_attempt(att.attempt_id, reported_running=1)
+        native = views.reported_state(self.journal, att.attempt_id)
+        return self._result(command, att.attempt_id, views.current(phase, self.clock(), native))
+
+    async def _read_jobs(self, att: AttemptRow, credential: MemberCredential) -> None:
+        """Save each live stage's native facts from one list (or accounting)."""
+        user = att.record["binding"]["user"]
+        stages = self.journal.stages(att.attempt_id)
+        jobs = await self.rest.list_jobs(credential=credential, user=user)
+        await self._sweep_duplicates(att, stages, jobs, credential)
+        by_id = {j.job_id: j for j in jobs}
+        for row in (stages[s] for s in STAGES):
+            if row.job_id is None or (row.native or {}).get("terminal"):
+                continue
+            job = by_id.get(row.job_id)
+            if job is None:
+                job = await self.rest.accounting_job(row.job_id, credential=credential, user=user)
+            if job is None:
+                continue  # accounting lag: keep the last known state
+            if not identity(att, row.stage).matches(job):
+                log.error(
+                    "attempt %s %s: job %s does not carry the saved identity",
+                    att.attempt_id,
+                    row.stage,
+                    row.job_id,
+                )
+                raise Deferred(
+                    "slurm-observation-unavailable", "a saved job id shows another identity"
+                )
+            self.journal.update_stage(att.attempt_id, row.stage, native=views.native_facts(job))
+
+    async def _sweep_duplicates(
+        self,
+        att: AttemptRow,
+        stages: dict[str, StageRow],
+        jobs: list[NativeJob],
+        credential: MemberCredential,
+    ) -> None:
+        """Cancel held jobs that carry a stage's identity but are not its saved job."""
+        user = att.record["binding"]["user"]
+        for row in stages.values():
+            if row.state not in ("held", "submitted"):
+                continue
+            for job_id in held_duplicates(identity(att, row.stage), jobs, row.job_id):
+                log.warning(
+                    "attempt %s %s: cancelling held duplicate job %s",
+                    att.attempt_id,
+                    row.stage,
+                    job_id,
+                )
+                await self.rest.cancel(job_id, credential=credential, user=user)
+
+    def decide(self, att: AttemptRow, stages: dict[str, StageRow]) -> dict[str, Any] | None:
+        """Save and return the terminal observation once the chain has ended, else None."""
+        if att.outcome is not None:
+            return att.outcome
+        verdict = decide_outcome(stages, att.cancel_state is not None)
+        if verdict is None:
+            return None
+        return self._save_outcome(att, stages, verdict)
+
+    def _save_outcome(
+        self, att: AttemptRow, stages: dict[str, StageRow], verdict: Verdict
+    ) -> dict[str, Any]:
+        commit = self._output_commit(att) if verdict.phase == "succeeded" else None
+        outcome = terminal_observation(verdict, stages, now_iso(self.clock()), commit)
+        self.journal.update_attempt(att.attempt_id, outcome=outcome, cleanup_state="pending")
+        return outcome
+
+    async def finish(self, command: SiteCommand, att: AttemptRow) -> CommandResult:
+        """The terminal result: decided (Deferred while the chain goes on), cleaned up."""
+        outcome = self.decide(att, self.journal.stages(att.attempt_id))
+        att = views.attempt(self.journal, att.attempt_id)
+        if outcome is None:
+            raise Deferred("slurm-observation-unavailable", "the chain has not ended yet")
+        await self.cleanup(att)
+        return self._result(command, att.attempt_id, outcome)
+
+    async def cleanup(self, att: AttemptRow) -> None:
+        """Release grants and remove the workspace; durable and retried until done."""
+        for stage in STAGING_STAGES:
+            await self.grants.release(att.attempt_id, stage)
+        pending = [
+            s for s in self.journal.stages(att.attempt_id).values() if s.grant_state == "issued"
+        ]
+        ws = Path(slurm_requests.workspace(att.record, att.attempt_id))
+        try:
+            info = os.lstat(ws)
+        except FileNotFoundError:
+            info = None
+        except OSError:
+            raise Deferred("workspace-unavailable", "the workspace cannot be inspected") from None
+        if info is not None:
+            if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+                raise Deferred("workspace-unavailable", "the workspace is not a directory")
+            try:
+                shutil.rmtree(ws)
+            except OSError:
+                raise Deferred(
+                    "workspace-unavailable", "the workspace cannot be removed now"
+                ) from None
+        if pending:
+            raise Deferred("repository-unavailable", "a repository grant is not released yet")
+        self.journal.update_attempt(att.attempt_id, cleanup_state="done")
+
+    def _output_commit(self, att: AttemptRow) -> str | None:
+        """The commit stage-out pushed, from the last 64 KiB of its log (None: nothing)."""
+        try:
+            with open(log_path(att, "stage-out"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        found = None
+        for line in text.splitlines():
+            if line.startswith(OUTPUT_COMMIT_MARK):
+                value = line[len(OUTPUT_COMMIT_MARK) :].strip()
+                if COMMIT.match(value):
+                    found = value
+        return found
+
+    def _result(
+        self, command: SiteCommand, attempt_id: str, observation: dict[str, Any]
+    ) -> CommandResult:
+        return CommandResult(
+            command.command_id,
+            "succeeded",
+            native_jobs=views.native_jobs(self.journal, attempt_id),
+            observation=observation,
+        )
+
+
+def _predecessor_id(stages: dict[str, StageRow], stage: str) -> str | None:
+    index = STAGES.index(stage)
+    return stages[STAGES[index - 1]].job_id if index > 0 else None

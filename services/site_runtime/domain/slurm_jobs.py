@@ -1,0 +1,169 @@
+"""A Slurm job's identity and exact request (docs/site-runtime.md, Slurm executor).
+
+Three jobs per Attempt, ``<prefix>-<attempt>-in``, ``<prefix>-<attempt>`` and
+``<prefix>-<attempt>-out``, each with the comment ``<prefix>:<run>:<attempt>:<stage>``,
+the binding's account and user, ``requeue: false`` and ``afterok`` on the stage
+before. The identity is what finds a job again after a lost answer; the request
+is saved before its POST and carries no credential. Pure values; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from site_runtime.domain.slurm_stages import NAME_SUFFIX, STAGES, has_started, is_terminal
+
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+def check_identifier(value: str, what: str) -> str:
+    """``value`` when it is a safe identifier (letters, digits, ``._-``, ≤ 128); ValueError."""
+    if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        raise ValueError(f"{what} is not a usable identifier")
+    return value
+
+
+def check_prefix(prefix: str) -> str:
+    """The native-name prefix (default ``metallo``): lower-case, ≤ 32 characters."""
+    if not _PREFIX.match(prefix):
+        raise ValueError("the native-name prefix must be lower-case letters, digits or '-'")
+    return prefix
+
+
+@dataclass(frozen=True)
+class NativeIdentity:
+    """The exact identity of one stage's job (name, comment, account, user)."""
+
+    name: str
+    comment: str
+    account: str
+    user: str
+
+    def matches(self, job: NativeJob) -> bool:
+        """True when ``job`` carries exactly this identity."""
+        return (job.name, job.comment, job.account, job.user) == (
+            self.name,
+            self.comment,
+            self.account,
+            self.user,
+        )
+
+
+def stage_identity(
+    prefix: str, run_id: str, attempt_id: str, stage: str, account: str, user: str
+) -> NativeIdentity:
+    """The native identity of ``stage`` of an Attempt (docs/slurm-lab.md, the slurm executor)."""
+    if stage not in STAGES:
+        raise ValueError("unknown stage")
+    return NativeIdentity(
+        name=f"{prefix}-{attempt_id}{NAME_SUFFIX[stage]}",
+        comment=f"{prefix}:{run_id}:{attempt_id}:{stage}",
+        account=account,
+        user=user,
+    )
+
+
+@dataclass(frozen=True)
+class NativeJob:
+    """One job as slurmctld or slurmdbd reports it (normalised).
+
+    ``state`` is the base state (``PENDING``, ``COMPLETED``...); ``flags`` the
+    rest of a list-shaped ``job_state``; ``exit_code``/``signal`` are None when
+    unknown; ``source`` is ``slurmctld`` or ``slurmdbd``.
+    """
+
+    job_id: str
+    name: str
+    comment: str
+    account: str
+    user: str
+    state: str
+    reason: str | None
+    exit_code: int | None
+    signal: int | None
+    partition: str | None
+    dependency: str | None
+    source: str
+
+    @property
+    def terminal(self) -> bool:
+        """True when the job has ended."""
+        return is_terminal(self.state)
+
+    @property
+    def started(self) -> bool:
+        """True when the job's commands run or ran (:func:`~.slurm_stages.has_started`)."""
+        return has_started(self.state)
+
+
+@dataclass(frozen=True)
+class StagingSettings:
+    """Resources of both Git/LFS staging jobs, saved at preparation (docs/slurm-lab.md, Settings)."""
+
+    cpus: int = 1
+    memory_mib: int = 512
+    time_minutes: int = 10
+    partition: str = "staging"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form saved in the Attempt record."""
+        return {
+            "cpus": self.cpus,
+            "memory_mib": self.memory_mib,
+            "time_minutes": self.time_minutes,
+            "partition": self.partition,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StagingSettings:
+        """Read the saved form back."""
+        return cls(
+            cpus=int(data["cpus"]),
+            memory_mib=int(data["memory_mib"]),
+            time_minutes=int(data["time_minutes"]),
+            partition=str(data["partition"]),
+        )
+
+
+def job_request(
+    *,
+    identity: NativeIdentity,
+    partition: str,
+    cpus: int,
+    memory_mib: int,
+    time_minutes: int,
+    nodes: int,
+    dependency: str | None,
+    working_directory: str,
+    standard_output: str,
+    environment: dict[str, str],
+    tres_per_node: str | None = None,
+    hold: bool = False,
+) -> dict[str, Any]:
+    """The ``job`` object of a v0.0.38 submission (credentials are added only at POST time)."""
+    job: dict[str, Any] = {
+        "name": identity.name,
+        "comment": identity.comment,
+        "account": identity.account,
+        "partition": partition,
+        "requeue": False,
+        "nodes": nodes,
+        "tasks": 1,
+        "cpus_per_task": cpus,
+        "memory_per_node": memory_mib,
+        "time_limit": time_minutes,
+        "current_working_directory": working_directory,
+        "standard_output": standard_output,
+        "standard_error": standard_output,
+        "environment": dict(sorted(environment.items())),
+    }
+    if dependency:
+        job["dependency"] = dependency
+    if tres_per_node:
+        job["tres_per_node"] = tres_per_node
+    if hold:
+        job["hold"] = True
+    return job
