@@ -32,8 +32,8 @@ def test_a_k8s_job_runs_on_the_kubernetes_lab_and_pushes_its_output(local_stack,
     state = stack_state()
     assert state is not None
     components = state["components"]
-    assert components["site_runtime"]["state"] == "running", components
-    assert components["site_runtime_k8s"]["state"] == "running", components
+    assert components["site_runtime"]["state"] == "ready", components
+    assert components["site_runtime_k8s"]["state"] == "ready", components
     shown = metallo("dev", "status")
     assert shown.code == 0 and "site_runtime_k8s" in shown.stdout, shown.stdout
     repo = tmp_path / "k8s-repo"

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pwd
-import shutil
 import subprocess
 import time
 import uuid
@@ -37,6 +35,7 @@ from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import RepositoryGrant
 from site_runtime.domain.kubernetes_names import LABEL_ATTEMPT, label_value
+from tests.slurm import lab as slurm_lab
 
 LAB = Path(os.environ.get("METALLO_K8S_LAB_STATE", "/var/lib/metallo-k8s-lab"))
 KUBECONFIG = LAB / "kubeconfig"
@@ -161,40 +160,9 @@ def make_executor(
 
 
 def make_repository(files: dict[str, str] | None = None) -> tuple[str, str, Path]:
-    """A bare repository owned by alice with one commit; returns (file URL, commit, path)."""
-    REPOS.mkdir(parents=True, exist_ok=True)
-    REPOS.chmod(0o755)
-    name = uuid.uuid4().hex[:12]
-    bare, work = REPOS / f"{name}.git", REPOS / f"{name}.work"
-    git = [
-        "git",
-        "-c",
-        "user.name=Test",
-        "-c",
-        "user.email=test@localhost",
-        "-c",
-        "init.defaultBranch=main",
-    ]
-    subprocess.run([*git, "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run([*git, "init", "-q", str(work)], check=True)
-    for path, text in (files or {"README.md": "lab\n"}).items():
-        (work / path).write_text(text)
-    subprocess.run([*git, "-C", str(work), "add", "-A"], check=True)
-    subprocess.run([*git, "-C", str(work), "commit", "-q", "-m", "initial"], check=True)
-    subprocess.run(
-        [*git, "-C", str(work), "push", "-q", str(bare), "HEAD:refs/heads/main"], check=True
-    )
-    commit = git_out("-C", str(work), "rev-parse", "HEAD")
-    shutil.rmtree(work)
-    alice = pwd.getpwnam("alice")
-    for root, dirs, files_ in os.walk(bare):
-        for entry in [
-            root,
-            *(os.path.join(root, d) for d in dirs),
-            *(os.path.join(root, f) for f in files_),
-        ]:
-            os.chown(entry, alice.pw_uid, alice.pw_gid)
-    return f"file://{bare}", commit, bare
+    """A bare repository owned by alice with one commit, in a directory the lab's Pods
+    (running as alice) can read; returns (file URL, commit, path)."""
+    return slurm_lab.make_repository(files, root=REPOS)
 
 
 def git_out(*args: str) -> str:

@@ -146,3 +146,18 @@ async def test_refusals_are_definite_and_leave_nothing_behind(k8s_lab, tmp_path,
         assert (start.outcome, start.code) == ("refused", "attempt-not-prepared")
     finally:
         await executor.close()
+
+
+async def test_preparation_asks_current_authority_and_a_refusal_changes_nothing(
+    executor, authority
+):
+    authority.refuse = True
+    url, commit, _ = make_repository()
+    drv = Driver(executor.site.site_id)
+    result = await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    assert (result.outcome, result.code) == ("refused", "authorisation-refused")
+    assert "member-not-in-project" in result.message
+    assert authority.requests[0]["material_digest"].startswith("sha256:")
+    assert authority.requests[0]["site_username"] == "alice"
+    nothing_left(drv.attempt_id)
+    assert executor.journal.objects(drv.attempt_id) == []

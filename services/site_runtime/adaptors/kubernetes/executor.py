@@ -41,7 +41,8 @@ from site_runtime.adaptors.kubernetes.journal import (
 from site_runtime.adaptors.kubernetes.objects import NativeObjects, NativeRefused, identity_of
 from site_runtime.adaptors.kubernetes.settings import KubernetesSettings
 from site_runtime.adaptors.kubernetes.stages import HELPERS, Snapshot, StageDriver, take_snapshot
-from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
+from site_runtime.adaptors.local.authorisation import EdgeAuthorisation
+from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.log_reads import ReadPermits, permitted_read
 from site_runtime.application.native_ends import NativeEndNotices
@@ -79,6 +80,7 @@ class KubernetesExecutor:
         self.journal = journal
         self.api = api
         self.authority = authority
+        self.authorisation = EdgeAuthorisation(authority)
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
         self.objects = NativeObjects(api, journal, fault=fault)
         self.stages = StageDriver(self.site, journal, api, self.objects, grants, self._end)
@@ -361,22 +363,10 @@ class KubernetesExecutor:
         return pods[-1]["metadata"]["name"] if pods else None
 
     async def _authorise(self, run_id: str, attempt_id: str, payload: dict[str, Any]) -> str | None:
-        member = payload.get("member") or {}
-        request = {
-            "run_id": run_id,
-            "attempt_id": attempt_id,
-            "material_digest": str(payload.get("material_digest") or ""),
-            "member_id": str(member.get("id", "")),
-            "site_username": str(member.get("site_username", "")),
-            "account": str(member.get("account", "")),
-        }
-        try:
-            await self.authority.authorise_execution(request)
-        except EdgeUnavailable as error:
-            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from error
-        except EdgeRefused as error:
-            return f"{error.code}: {error.reason or 'refused'}"
-        return None
+        """None when the edge authorises the execution now, the refusal text otherwise
+        (the same request as every executor's; raises Deferred ``authority-unavailable``)."""
+        job = parse_kubernetes_job(payload, self.site).job
+        return await self.authorisation.authorise(run_id, attempt_id, job)
 
     async def _fresh_snapshot(self) -> Snapshot | None:
         try:
