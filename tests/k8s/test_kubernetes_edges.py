@@ -3,8 +3,6 @@ per observe cycle, log reads under a permit, and the stage grant's Secret lifecy
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 
 import pytest
@@ -17,7 +15,6 @@ from site_runtime.application.ports import Deferred
 from site_runtime.domain.kubernetes_errors import classify
 from site_runtime.domain.kubernetes_names import object_name
 from tests.k8s.lab import (
-    KUBECONFIG,
     Driver,
     make_executor,
     make_repository,
@@ -26,89 +23,39 @@ from tests.k8s.lab import (
     payload,
 )
 from tests.k8s.lab_clients import NAMESPACE, close, member
+from tests.k8s.outage import ApiOutage
 
 pytestmark = pytest.mark.k8s
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
-class Proxy:
-    """A TCP forwarder to the lab's API that can be taken away and brought back."""
-
-    def __init__(self, port: int) -> None:
-        self.target = port
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self.links: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._link, "127.0.0.1", self.port)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for writer in list(self.links):
-            writer.close()
-        await self.server.wait_closed()
-
-    async def _link(self, reader, writer) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
-        self.links.update((writer, up_writer))
-
-        async def pump(src, dst):
-            with contextlib.suppress(OSError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-
-
-def proxied_kubeconfig(tmp_path, port: int):
-    text = KUBECONFIG.read_text()
-    server = (
-        next(line for line in text.splitlines() if "server:" in line).split("server:")[1].strip()
-    )
-    path = tmp_path / "kubeconfig"
-    path.write_text(text.replace(server, f"https://127.0.0.1:{port}"))
-    path.chmod(0o600)
-    return path, int(server.rsplit(":", 1)[1])
-
-
 async def test_api_unreachable_for_a_while_defers_then_recovers(k8s_lab, tmp_path):
-    _, lab_port = proxied_kubeconfig(tmp_path, 1)
-    proxy = Proxy(lab_port)
-    await proxy.start()
-    kubeconfig, _ = proxied_kubeconfig(tmp_path, proxy.port)
-    executor = make_executor(tmp_path / "state", kubeconfig=kubeconfig)
-    try:
-        url, commit, bare = make_repository()
-        drv = Driver(executor.site.site_id)
-        await proxy.stop()
-        prepare = drv.command(
-            "prepare", payload(url, commit, ["/bin/sh", "-c", "echo ok > ok.txt"])
-        )
-        with pytest.raises(Deferred) as deferred:
-            await executor.prepare(prepare)
-        assert deferred.value.code == "kubernetes-unavailable"
-        await proxy.start()  # the same port again
-        assert (await executor.recover(prepare)).outcome == "succeeded"
-        await proxy.stop()
-        start = drv.command("start")
-        with pytest.raises(Deferred):
-            await executor.start(start)  # the command is kept, nothing was answered
-        observed = await executor.observe(drv.command("observe"))
-        assert observed.observation["phase"] == "unknown"  # answered with what is known
-        await proxy.start()
-        assert (await executor.recover(start)).outcome == "succeeded"
-        final = await observe_until(executor, drv, TERMINAL)
-        assert final.observation["phase"] == "succeeded", final.observation
-        assert len(objects_of(drv.attempt_id)["Job"]) == 1
-    finally:
-        await executor.close()
-        with contextlib.suppress(Exception):
-            await proxy.stop()
+    async with ApiOutage() as relay:
+        executor = make_executor(tmp_path / "state", kubeconfig=relay.kubeconfig(tmp_path / "kc"))
+        try:
+            url, commit, _ = make_repository()
+            drv = Driver(executor.site.site_id)
+            await relay.cut()
+            command = ["/bin/sh", "-c", "echo ok > ok.txt"]
+            prepare = drv.command("prepare", payload(url, commit, command))
+            with pytest.raises(Deferred) as deferred:
+                await executor.prepare(prepare)
+            assert deferred.value.code == "kubernetes-unavailable"
+            await relay.restore()  # the same port again
+            assert (await executor.recover(prepare)).outcome == "succeeded"
+            await relay.cut()
+            start = drv.command("start")
+            with pytest.raises(Deferred):
+                await executor.start(start)  # the command is kept, nothing was answered
+            observed = await executor.observe(drv.command("observe"))
+            assert observed.observation["phase"] == "unknown"  # answered with what is known
+            await relay.restore()
+            assert (await executor.recover(start)).outcome == "succeeded"
+            final = await observe_until(executor, drv, TERMINAL)
+            assert final.observation["phase"] == "succeeded", final.observation
+            assert len(objects_of(drv.attempt_id)["Job"]) == 1
+        finally:
+            await executor.close()
 
 
 async def test_a_stale_resource_version_is_an_uncertain_conflict(executor):

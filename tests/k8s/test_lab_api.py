@@ -192,6 +192,19 @@ async def test_delete_with_a_uid_precondition(kadmin):
     assert (e.value.status.code, e.value.status.reason) == (404, "NotFound")
 
 
+async def test_delete_collection_by_label_selector(kadmin):
+    run = unique("coll")
+    keep = await kadmin.create(_cm(unique("keep"), {"run": "other"}))
+    names = sorted([(await kadmin.create(_cm(unique("gone"), {"run": run}))).metadata.name for _ in range(2)])
+    async with raw() as http:
+        r = await http.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/configmaps",
+                               params={"labelSelector": f"run={run}"}, json={"propagationPolicy": "Background"})
+        assert r.status_code == 200 and r.json()["kind"] == "ConfigMapList"
+        assert sorted(i["metadata"]["name"] for i in r.json()["items"]) == names
+    assert [o async for o in kadmin.list(ConfigMap, labels={"run": run})] == []
+    await kadmin.get(ConfigMap, keep.metadata.name)
+
+
 async def test_finalizers_hold_an_object_with_a_deletion_timestamp(kadmin):
     name = unique("fin")
     await kadmin.create(ConfigMap(metadata=ObjectMeta(name=name, finalizers=["metallo.io/hold"])))
@@ -223,6 +236,29 @@ async def test_invalid_and_not_found_and_unauthorised_status_bodies(kadmin):
         r = await http.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"})
         body = r.json()
         assert (r.status_code, body["kind"], body["reason"], body["code"]) == (401, "Status", "Unauthorized", 401)
+
+
+async def test_the_openapi_schema_refuses_what_a_cluster_refuses(k8s_lab):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": unique("schema")},
+           "spec": {"backoffLimit": "zero", "template": {"spec": {
+               "restartPolicy": "Never", "containers": [{"image": "metallo/platform:1", "command": "true"}]}}}}
+    async with raw() as http:
+        r = await http.post(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", json=job)
+        body = r.json()
+        assert (r.status_code, body["reason"]) == (422, "Invalid")
+        causes = {(c["field"], c["reason"]) for c in body["details"]["causes"]}
+        assert {("spec.backoffLimit", "FieldValueInvalid"),
+                ("spec.template.spec.containers[0].command", "FieldValueInvalid"),
+                ("spec.template.spec.containers[0].name", "FieldValueRequired")} <= causes
+        assert len(body["details"]["causes"]) == len(causes)  # each cause once
+        assert (await http.get(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}")).status_code == 404
+        job["spec"] = {"backoffLimit": 0, "unknownField": 1, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "metallo/platform:1", "command": ["true"],
+                                                      "resources": {"requests": {"cpu": "100m", "memory": "8Mi"}}}]}}}
+        r = await http.post(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", json=job)
+        assert r.status_code == 201  # unknown fields pass, as the API server's default fieldValidation lets them
+        await http.request("DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}",
+                           json={"propagationPolicy": "Background"})
 
 
 async def test_tls_with_the_lab_ca_and_the_kubeconfig(k8s_lab):

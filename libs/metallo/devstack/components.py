@@ -11,10 +11,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metallo.devstack.k8s_lab import lab_state
 from metallo.devstack.layout import REPO_ROOT, Layout
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
-K8S_LAB_STATE = Path(os.environ.get("METALLO_K8S_LAB_STATE", "/var/lib/metallo-k8s-lab"))
 K8S_SITE_ID = "lab-k8s"
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
 
@@ -75,30 +75,6 @@ def slurm_lab_running() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-def k8s_lab_up(say=print) -> bool:
-    """Start the Kubernetes lab (``scripts/k8s-lab up``, idempotent; it needs root);
-    True when it answers. A lab that cannot start is said once, never fatal: the stack
-    then runs without the ``lab-k8s`` Runtime and Kubernetes Runs wait."""
-    script = REPO_ROOT / "scripts" / "k8s-lab"
-    if not script.exists():
-        return False
-    if os.geteuid() != 0:
-        say("warning: the Kubernetes lab needs root (`sudo scripts/k8s-lab up`); "
-            "no Runtime serves lab-k8s")
-        return False
-    try:
-        done = subprocess.run([str(script), "up"], capture_output=True, text=True, timeout=120,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        say(f"warning: the Kubernetes lab did not start ({error}); no Runtime serves lab-k8s")
-        return False
-    if done.returncode != 0:
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        say(f"warning: the Kubernetes lab did not start ({last[0]}); no Runtime serves lab-k8s")
-        return False
-    return (K8S_LAB_STATE / "kubeconfig").is_file()
 
 
 def common_env(layout: Layout, options: Options) -> dict[str, str]:
@@ -216,7 +192,7 @@ def kubernetes_runtime_component(layout: Layout, options: Options) -> Component:
         "SITE_API_CREDENTIAL_FILE": str(layout.secrets / "runtime-grant-k8s"),
         "RUNTIME_EXECUTOR": "kubernetes",
         "RUNTIME_STATE_DIRECTORY": str(layout.runtime / "kubernetes"),
-        "KUBERNETES_KUBECONFIG": str(K8S_LAB_STATE / "kubeconfig"),
+        "KUBERNETES_KUBECONFIG": str(lab_state() / "kubeconfig"),
         "KUBERNETES_SITE_ID": K8S_SITE_ID,
         # The lab's kubelet runs Pods as this host's member users (docs/k8s-lab.md).
         "KUBERNETES_RUN_AS": "passwd",

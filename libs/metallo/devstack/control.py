@@ -15,7 +15,8 @@ from pathlib import Path
 from asyncpg import PostgresError
 from sqlalchemy.exc import SQLAlchemyError
 
-from metallo.devstack.components import Options, k8s_lab_up, plan, slurm_lab_running
+from metallo.devstack.components import Options, plan, slurm_lab_running
+from metallo.devstack.k8s_lab import ensure_k8s_lab
 from metallo.devstack.layout import REPO_ROOT, Layout
 from metallo.devstack.prepare import (
     PrepareError,
@@ -123,8 +124,11 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             f"{live['executor']}); `metallo dev down` stops it")
         return live
     chosen = choose_executor(executor)
-    kubernetes = k8s_lab_up(say)
-    say(f"Kubernetes lab: {'running' if kubernetes else 'not running'}")
+    # The lab first: a second Runtime serves lab-k8s only when its API answers.
+    k8s_lab = ensure_k8s_lab(say)
+    kubernetes = bool(k8s_lab["running"])
+    if not kubernetes:
+        say("warning: no Runtime serves lab-k8s (the Kubernetes lab is not running)")
     options = Options(executor=chosen, edge_port=edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
@@ -139,7 +143,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         raise StackError(str(exc)) from None
     extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
              "k8s_grant_id": prepared.k8s_grant_id,
-             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "k8s_lab": k8s_lab}
     if foreground:
         supervisor = Supervisor(layout, options, components, missing, extra, echo=True)
         code = asyncio.run(supervisor.run())

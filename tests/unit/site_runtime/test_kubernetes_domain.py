@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -267,3 +268,43 @@ def test_observation_phases_and_failure_record():
         observed_at="t",
     )
     assert done["output_commit"] == "e" * 40 and done["exit_code"] == 0
+
+
+LAB_FIXTURES = Path(__file__).resolve().parents[2] / "k8s" / "fixtures"
+#: What the executor reads from each of the lab's recorded objects (tests/k8s/fixtures,
+#: shapes the lab serves, with their Kubernetes API reference source).
+LAB_EXPECTED = {
+    "pod-unschedulable.json": ("pod", {"state": "pending", "wait_code": "kubernetes-pod-unschedulable"}),
+    "pod-image-pull-backoff.json": ("pod", {"state": "pending", "wait_code": "kubernetes-image-unavailable"}),
+    "pod-create-container-config-error.json": (
+        "pod", {"state": "pending", "wait_code": "kubernetes-container-config-error"}),
+    "pod-succeeded.json": ("pod", {"state": "succeeded", "exit_code": 0, "signal": None}),
+    "pod-signal-killed.json": ("pod", {"state": "failed", "exit_code": 137, "signal": 9}),
+    "job-complete.json": ("job", {"state": "succeeded"}),
+    "job-failed-backoff-limit.json": ("job", {"state": "failed", "code": None}),
+    "job-failed-deadline.json": ("job", {"state": "failed", "code": "wall-time-exceeded"}),
+    "status-forbidden-rbac.json": ("status", ("definite", "native-request-denied", False)),
+    "status-forbidden-impersonation.json": ("status", ("definite", "native-request-denied", False)),
+    "status-forbidden-quota.json": ("status", ("definite", "native-request-denied", True)),
+    "status-invalid.json": ("status", ("definite", "native-request-invalid", False)),
+    "status-already-exists.json": ("status", ("exists", None, False)),
+    "status-not-found.json": ("status", ("absent", None, False)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAB_EXPECTED))
+def test_the_labs_recorded_objects_read_as_expected(name):
+    kind, expect = LAB_EXPECTED[name]
+    obj = json.loads((LAB_FIXTURES / name).read_text())["object"]
+    if kind == "status":
+        verdict = classify(obj["code"], obj, "create")
+        assert (verdict.kind, verdict.code, quota_exceeded(obj)) == expect
+        return
+    state = dataclasses.asdict(pod_facts(obj) if kind == "pod" else job_facts(obj, []))
+    assert {k: state[k] for k in expect} == expect
+
+
+def test_the_labs_update_conflict_is_uncertain():
+    obj = json.loads((LAB_FIXTURES / "status-conflict.json").read_text())["object"]
+    verdict = classify(obj["code"], obj, "update")
+    assert (verdict.kind, verdict.code) == ("uncertain", "kubernetes-unavailable")

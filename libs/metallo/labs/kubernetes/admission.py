@@ -3,7 +3,7 @@
 Defaults are the API server's (Pod ``restartPolicy: Always``,
 ``terminationGracePeriodSeconds: 30``...; Job selector and labels; Secret
 ``stringData`` folded into base64 ``data``). Validation answers 422 Invalid for what
-a cluster refuses and the executor could plausibly send: names that are not DNS
+a cluster refuses: the OpenAPI schema (:mod:`validation`), names that are not DNS
 names, Pods without containers or images, a Job template whose ``restartPolicy``
 is not ``Never``/``OnFailure``, a changed Job ``spec.template``.
 
@@ -26,6 +26,7 @@ from metallo.labs.kubernetes.jobs import job_defaults
 from metallo.labs.kubernetes.pod_status import qos_class
 from metallo.labs.kubernetes.resources import JOBS, NAMESPACES, PODS, PVCS, SECRETS, ResourceType
 from metallo.labs.kubernetes.store import UserInfo
+from metallo.labs.kubernetes.validation import schema_causes
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -139,6 +140,7 @@ class Admission:
     def __call__(self, op: str, rtype: ResourceType, new: dict, old: dict | None, user: UserInfo) -> None:
         name = new["metadata"].get("name", "")
         causes = _name_causes(rtype, name) if op == "CREATE" else []
+        causes += schema_causes(new)
         if rtype is PODS:
             causes += _pod_spec_causes(new.get("spec") or {}, "spec")
         if rtype is JOBS:
@@ -152,7 +154,10 @@ class Admission:
             if old is not None and (old.get("spec") or {}).get("template") != template:
                 causes.append(("spec.template", "FieldValueInvalid", "Invalid value: field is immutable"))
         if causes:
-            raise errors.invalid(rtype.kind, rtype.group, name, causes)
+            raise errors.invalid(rtype.kind, rtype.group, name, list(dict.fromkeys(causes)))
+        if rtype is SECRETS:
+            for k, v in (new.pop("stringData", None) or {}).items():
+                new.setdefault("data", {})[k] = base64.b64encode(str(v).encode()).decode()
         if op != "CREATE":
             return
         if rtype is PODS:
@@ -162,8 +167,6 @@ class Admission:
             job_defaults(new)
         elif rtype is SECRETS:
             new.setdefault("type", "Opaque")
-            for k, v in (new.pop("stringData", None) or {}).items():
-                new.setdefault("data", {})[k] = base64.b64encode(str(v).encode()).decode()
         elif rtype is NAMESPACES:
             new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             new["status"] = {"phase": "Active"}

@@ -136,6 +136,8 @@ class KubernetesApi:
             return await self._patch(request, target, user, dry_run)
         if verb == "delete":
             return await self._delete(request, target, dry_run)
+        if verb == "deletecollection":
+            return await self._delete_collection(request, target, dry_run)
         raise errors.method_not_allowed()
 
     def _list(self, request: web.Request, target: Target) -> web.Response:
@@ -245,20 +247,36 @@ class KubernetesApi:
                                        subresource=target.subresource, dry_run=dry_run))
 
     async def _delete(self, request: web.Request, target: Target, dry_run: bool) -> web.Response:
-        options: dict[str, Any] = {}
-        raw = await request.read()
-        if raw.strip():
-            options = _loads(raw)
+        options = await _delete_options(request)
         pre = options.get("preconditions") or {}
-        policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-        if policy is None and options.get("orphanDependents") is not None:
-            policy = "Orphan" if options["orphanDependents"] else "Background"
-        grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+        policy, grace = _policy_and_grace(request, options)
         obj, removed = self.store.delete(
             target.rtype, target.namespace, target.name, uid=pre.get("uid"),
             resource_version=pre.get("resourceVersion"), propagation=policy,
-            grace_seconds=None if grace is None else int(grace), dry_run=dry_run)
+            grace_seconds=grace, dry_run=dry_run)
         return _json(obj, 200 if removed or dry_run else 202)
+
+    async def _delete_collection(self, request: web.Request, target: Target, dry_run: bool) -> web.Response:
+        """DELETE on a collection: every object the selectors match, as one DELETE each;
+        answers the list of what was deleted (as the API server does)."""
+        options = await _delete_options(request)
+        policy, grace = _policy_and_grace(request, options)
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"), target.rtype.plural)
+        items, _ = self.store.list(target.rtype, target.namespace,
+                                   lambda o: labels(o["metadata"].get("labels") or {}) and fields(o))
+        deleted = []
+        for item in items:
+            meta = item["metadata"]
+            try:
+                obj, _ = self.store.delete(target.rtype, meta.get("namespace"), meta["name"], propagation=policy,
+                                           grace_seconds=grace, dry_run=dry_run)
+                deleted.append(obj)
+            except errors.ApiError as e:
+                if e.code != 404:
+                    raise
+        return _json({"kind": f"{target.rtype.kind}List", "apiVersion": target.rtype.api_version,
+                      "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": deleted})
 
 
 def _verb(method: str, target: Target, query: Any) -> str:
@@ -270,11 +288,30 @@ def _verb(method: str, target: Target, query: Any) -> str:
         if method == "POST":
             return "create"
         if method == "DELETE":
-            raise errors.method_not_allowed("deletecollection is not supported by the lab")
+            return "deletecollection"
         raise errors.method_not_allowed()
     if target.rtype is NAMESPACES and target.subresource == "finalize":
         return "update"
     return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or _refuse()
+
+
+async def _delete_options(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    options = _loads(raw) if raw.strip() else {}
+    if not isinstance(options, dict):
+        raise errors.bad_request("DeleteOptions must be a JSON object")
+    return options
+
+
+def _policy_and_grace(request: web.Request, options: dict[str, Any]) -> tuple[str | None, int | None]:
+    policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
+    if policy is None and options.get("orphanDependents") is not None:
+        policy = "Orphan" if options["orphanDependents"] else "Background"
+    grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+    try:
+        return policy, None if grace is None else int(grace)
+    except (TypeError, ValueError):
+        raise errors.bad_request(f"invalid gracePeriodSeconds: {grace!r}") from None
 
 
 def _refuse() -> str:

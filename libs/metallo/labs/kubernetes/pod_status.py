@@ -99,7 +99,8 @@ class PodRecord:
         phase = self.phase()
         conditions = []
         if self.scheduled:
-            conditions.append(self._condition("PodReadyToStartContainers", self.sandbox_ready))
+            conditions.append(self._condition("PodReadyToStartContainers",
+                                              self.sandbox_ready and phase not in ("Succeeded", "Failed")))
             waiting_init = [c.name for c in self.init if c.state.get("terminated", {}).get("exitCode") != 0]
             conditions.append(self._condition(
                 "Initialized", not waiting_init, None if not waiting_init else "ContainersNotInitialized",

@@ -31,15 +31,15 @@ PROJECT_LABEL = "metallo.io/project"
 READ = rule("get,list,watch", ",batch,apps,serving.kserve.io",
             "pods,pods/log,jobs,persistentvolumeclaims,events,resourcequotas,deployments,replicasets,"
             "inferenceservices,services,configmaps")
-LAUNCH = rule("create,get,list,watch,update,patch,delete", ",batch,apps,serving.kserve.io",
+LAUNCH = rule("create,get,list,watch,update,patch,delete,deletecollection", ",batch,apps,serving.kserve.io",
               "pods,jobs,persistentvolumeclaims,secrets,configmaps,deployments,replicasets,"
               "inferenceservices,services")
-CANCEL = rule("get,list,watch,delete", ",batch", "pods,jobs")
+CANCEL = rule("get,list,watch,delete,deletecollection", ",batch", "pods,jobs")
 
 RUNTIME_READ = rule("get,list,watch", ",batch,apps,serving.kserve.io",
                     "pods,pods/log,jobs,persistentvolumeclaims,events,resourcequotas,namespaces,nodes,"
                     "deployments,replicasets,inferenceservices")
-RUNTIME_CLEANUP = rule("delete", ",batch", "pods,jobs,secrets,persistentvolumeclaims")
+RUNTIME_CLEANUP = rule("delete,deletecollection", ",batch", "pods,jobs,secrets,persistentvolumeclaims")
 
 CAPABILITY_RULES: dict[str, Rule] = {"runs.read": READ, "runs.launch": LAUNCH, "runs.cancel": CANCEL}
 

@@ -6,7 +6,7 @@ Tracked names: ``pods``, ``persistentvolumeclaims``, ``requests.storage``,
 ``count/<plural>.<group>``. Pods in phase Succeeded or Failed use nothing. A create
 that would pass ``hard`` is refused with 403 Forbidden as the API server words it:
 ``pods "x" is forbidden: exceeded quota: metallo-quota, requested: pods=1, used:
-pods=20, limited: pods=20``; a Pod without a request a quota tracks gets
+pods=20, limited: pods=20``; a Pod without the cpu or memory request a quota tracks gets
 ``failed quota: metallo-quota: must specify requests.cpu``.
 """
 
@@ -19,6 +19,10 @@ from metallo.labs.kubernetes import errors
 from metallo.labs.kubernetes.quantity import format_quantity, parse_quantity
 from metallo.labs.kubernetes.resources import PODS, PVCS, QUOTAS, RESOURCES, ResourceType
 from metallo.labs.kubernetes.store import Store, UserInfo, WatchEvent
+
+# A Pod must name these when a quota tracks them (extended resources need not).
+_MUST_SPECIFY = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory",
+                           "requests.ephemeral-storage", "limits.ephemeral-storage"})
 
 
 def _pod_usage(pod: dict) -> dict[str, Fraction]:
@@ -85,9 +89,7 @@ class QuotaAdmission:
             hard = {k: parse_quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
             qname = quota["metadata"]["name"]
             if rtype is PODS:
-                missing = [k for k in hard if (k.startswith("requests.") or k.startswith("limits.")
-                                               or k in ("cpu", "memory")) and k != "requests.storage"
-                           and k not in want]
+                missing = [k for k in hard if k in _MUST_SPECIFY and k not in want]
                 if missing:
                     raise errors.forbidden(rtype.plural, rtype.group, name,
                                            f"failed quota: {qname}: must specify {','.join(sorted(missing))}")

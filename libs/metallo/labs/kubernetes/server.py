@@ -51,7 +51,7 @@ log = logging.getLogger("metallo.labs.kubernetes")
 DEFAULT_IMAGES = ("metallo/*", "registry.metallo.lab/*", "busybox", "busybox:*", "python:*",
                   "docker.io/library/busybox*", "docker.io/library/python:*")
 DEFAULT_NODE = "cpu=8,memory=16Gi,pods=110,ephemeral-storage=100Gi"
-DEFAULT_QUOTA = "pods=20,requests.cpu=8,requests.memory=16Gi,persistentvolumeclaims=20,requests.storage=200Gi"
+DEFAULT_QUOTA = "pods=100,requests.cpu=16,requests.memory=64Gi,persistentvolumeclaims=100,requests.storage=500Gi"
 QUOTA_NAME = "metallo-quota"
 
 

@@ -28,7 +28,7 @@ from metallo.labs.kubernetes.resources import NAMESPACES, PODS, ResourceType
 
 Key = tuple[str, str, str, str]  # group, plural, namespace ("" when cluster-scoped), name
 
-EVENT_LOG_SIZE = 50_000
+EVENT_LOG_SIZE = 20_000
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
