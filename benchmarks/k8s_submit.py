@@ -11,8 +11,10 @@ alternating rounds:
   saved Attempt, the intent saved in ``jobs.sqlite`` before the request, the
   impersonated create, the uid saved.
 
-Every Job is created suspended (``spec.suspend: true``) on both sides, so the lab
-starts no Pods and the quota stays free; all of them are deleted afterwards. Prints
+Every Job is created suspended (``spec.suspend: true``) on both sides, so a cluster
+starts no Pods. The lab does not emulate ``suspend``: its Pods wait unschedulable
+(the Attempts' workspace claims do not exist) until the run deletes every Job and
+Pod it made (foreground) at the end. Prints
 one JSON line ``{"benchmark", "jobs", "concurrency", "raw_per_second",
 "executor_per_second", "ratio", "target_ratio"}``. Target: ratio >= 0.8. Needs
 ``scripts/k8s-lab up``; ``--smoke`` makes a short run (the test suite's):
@@ -36,6 +38,8 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.generic_client import ALL_NS
 from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
+from lightkube.types import CascadeType
 
 from site_runtime.adaptors.kubernetes import api as kube_api
 from site_runtime.adaptors.kubernetes import stages
@@ -165,11 +169,18 @@ async def executor_side(state: Path, site_id: str, count: int, concurrency: int,
 
 
 async def sweep(site_id: str) -> None:
-    """Delete every Job of this run (by its Site label)."""
+    """Delete every Job of this run and its Pods (by the run's Site label)."""
     client = AsyncClient(KubeConfig.from_file(LAB / "admin.kubeconfig"), trust_env=False)
     try:
-        async for job in client.list(Job, namespace=ALL_NS, labels={LABEL_SITE: site_id}):
-            await client.delete(Job, job.metadata.name, namespace=job.metadata.namespace)
+        for kind in (Job, Pod):
+            async for obj in client.list(kind, namespace=ALL_NS, labels={LABEL_SITE: site_id}):
+                await client.delete(
+                    kind,
+                    obj.metadata.name,
+                    namespace=obj.metadata.namespace,
+                    cascade=CascadeType.FOREGROUND,
+                    grace_period=0,
+                )
     finally:
         await client.close()
 

@@ -66,6 +66,20 @@ def objects_of(attempt_id: str) -> dict[str, list[dict[str, Any]]]:
 TEST_SITE_PREFIX = "lab-k8s-t"
 
 
+def storage_quota_mib(namespace: str = NAMESPACE) -> int:
+    """The namespace's ResourceQuota ``requests.storage`` in MiB (Gi/Mi/Ti suffixes)."""
+    from lightkube.resources.core_v1 import ResourceQuota
+
+    client = admin()
+    try:
+        hard = next(iter(client.list(ResourceQuota, namespace=namespace))).spec.hard
+    finally:
+        client.close()
+    value = hard["requests.storage"]
+    units = {"Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+    return int(value[:-2]) * units[value[-2:]]
+
+
 def sweep(site_id: str | None = None) -> int:
     """Delete every object the executor tests left (their Site label starts with
     :data:`TEST_SITE_PREFIX`, or is ``site_id``); returns how many. The lab is shared

@@ -199,7 +199,7 @@ async def test_the_stage_grant_reaches_the_pod_only_through_a_short_lived_secret
     await executor.start(drv.command("start"))
     final = await observe_until(executor, drv, TERMINAL)
     assert final.observation["failure"]["code"] == "stage-in-failed"  # no server answers there
-    await executor.tick()
+    # Once the Pod ended: the Secret is gone and the grant revoked, before any cleanup.
     assert objects_of(drv.attempt_id)["Secret"] == []
     assert grants.released == [grants.issued[0].grant_id]
     journal = b"".join(p.read_bytes() for p in executor.journal.path.parent.iterdir())

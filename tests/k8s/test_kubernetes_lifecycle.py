@@ -14,6 +14,7 @@ from tests.k8s.lab import (
     objects_of,
     observe_until,
     payload,
+    storage_quota_mib,
 )
 
 pytestmark = pytest.mark.k8s
@@ -128,10 +129,12 @@ async def test_cancel_before_start_ends_without_a_job(executor):
         # bob holds runs.read only: his Project role does not allow creates.
         ({"id": "m-bob", "site_username": "bob", "account": "demo"}, {}, "native-request-denied"),
         # A workspace larger than the namespace's ResourceQuota (requests.storage).
-        (None, {"KUBERNETES_WORKSPACE_MIB": "300000"}, "native-request-denied"),
+        (None, {"KUBERNETES_WORKSPACE_MIB": "above-quota"}, "native-request-denied"),
     ],
 )
 async def test_refusals_are_definite_and_leave_nothing_behind(k8s_lab, tmp_path, member, env, code):
+    if env.get("KUBERNETES_WORKSPACE_MIB") == "above-quota":
+        env = {"KUBERNETES_WORKSPACE_MIB": str(storage_quota_mib() + 1024)}
     executor = make_executor(tmp_path / "state", **env)
     try:
         url, commit, _ = make_repository()

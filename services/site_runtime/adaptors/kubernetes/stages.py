@@ -149,6 +149,22 @@ class StageDriver:
             row, role, manifest, identity, user=kjob.member.user, groups=kjob.member.groups
         )
 
+    async def finish_helper(self, row: AttemptRow, stage: str) -> None:
+        """The helper Pod ended: its grant is revoked and its Secret deleted now (what
+        the API cannot do now is left to the cleanup pass, never lost)."""
+        role = f"{stage}-secret"
+        secret = self.journal.object(row.attempt_id, role)
+        if secret is None:
+            return
+        if secret.grant_id and not secret.grant_released:
+            await self.release(row.attempt_id, role, secret.grant_id)
+        try:
+            await self.objects.delete(row, role, identity_of(row, self.site.site_id))
+        except Deferred as error:
+            log.info(
+                "attempt %s: %s Secret left for cleanup (%s)", row.attempt_id, stage, error.code
+            )
+
     async def begin_compute(self, row: AttemptRow) -> None:
         """Create the Job once (raises NativeRefused or Deferred)."""
         kjob = self.job(row)
@@ -248,6 +264,8 @@ class StageDriver:
             elif stage == "compute" and current.state == "failed":
                 code = code or "compute-failed"
             self.journal.ended(row.attempt_id, stage, current.exit_code, current.signal, code)
+            if stage in HELPERS:
+                await self.finish_helper(row, stage)
             if current.state == "failed":
                 await self._fail(row, stage, current.exit_code, current.signal, code)
                 return
