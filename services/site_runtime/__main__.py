@@ -34,6 +34,7 @@ from metallo.log_setup import configure_logging
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
 from site_runtime.application.delivery import JournalMismatch
+from site_runtime.application.ports import Closing, Supervising
 from site_runtime.application.worker import Worker, WorkerSettings
 
 log = logging.getLogger("site_runtime")
@@ -148,9 +149,8 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    supervise = getattr(executor, "start_supervision", None)
-    if supervise is not None:
-        await supervise()
+    if isinstance(executor, Supervising):
+        await executor.start_supervision()
     log.info(
         "Site Runtime started: edge %s, executor %s, state %s", args.edge, args.executor, state
     )
@@ -161,12 +161,10 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         log.error("stopping: %s (see docs/site-runtime.md, Recovery)", error)
         status = 3
     finally:
-        stop_supervision = getattr(executor, "stop_supervision", None)
-        if stop_supervision is not None:
-            await stop_supervision()
-        close = getattr(executor, "close", None)
-        if close is not None:
-            result = close()
+        if isinstance(executor, Supervising):
+            await executor.stop_supervision()
+        if isinstance(executor, Closing):
+            result = executor.close()
             if asyncio.iscoroutine(result):
                 await result
         await edge.close()

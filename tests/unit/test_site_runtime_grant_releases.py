@@ -210,6 +210,6 @@ async def test_an_error_while_releasing_never_leaves_the_executor(journal, tmp_p
         raise RuntimeError("database is locked")
 
     executor.releases.flush_when_due = broken  # type: ignore[method-assign]
-    await executor._flush_releases()
+    await executor.releases.flush_due_logged()
     assert "releasing repository grants failed (RuntimeError)" in caplog.text
     executor.close()

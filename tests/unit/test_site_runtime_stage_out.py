@@ -97,7 +97,7 @@ def test_a_commit_compute_made_itself_is_pushed(tmp_path):
     sh(repo, "git", "add", "-A")
     sh(repo, "git", "commit", "-q", "-m", "metrics")
     head = sh(repo, "git", "rev-parse", "HEAD").strip()
-    assert runner.head_commit() == head  # read from .git, no process
+    assert runner.repo.head_commit() == head  # read from .git, no process
     outcome = runner.stage_out()
     assert outcome == {"exit_code": 0, "output_commit": head}
     assert sh(origin, "git", "rev-parse", "main").strip() == head

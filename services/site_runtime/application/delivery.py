@@ -1,6 +1,6 @@
 """Ports of command delivery: the Site edge and the delivery journal (docs/site-runtime.md,
 How a command is handled). The worker (``application/worker.py``) uses them;
-``adaptors/edge_client.py`` and ``adaptors/journal.py`` implement them.
+``adaptors/edge/client.py`` and ``adaptors/delivery_journal.py`` implement them.
 """
 
 from __future__ import annotations

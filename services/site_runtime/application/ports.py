@@ -208,10 +208,34 @@ def command_handlers(executor: SiteExecutor) -> dict[str, CommandHandler]:
     return handlers
 
 
+@runtime_checkable
+class Supervising(Protocol):
+    """An executor with background work of its own (the local executor advances its
+    stage processes between commands); the Runtime starts and stops it around the worker."""
+
+    async def start_supervision(self) -> None:
+        """Start the background work (idempotent)."""
+        ...
+
+    async def stop_supervision(self) -> None:
+        """Stop it; native work keeps running and is adopted at the next start."""
+        ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """An executor that holds resources to release when the Runtime stops
+    (``close`` may be a coroutine function)."""
+
+    def close(self) -> object:
+        """Release them; native work keeps running."""
+        ...
+
+
 class NativeEndNotice(Protocol):
     """Tells the Site edge that an Attempt's native work ended (ADR 0016): a hint that
     makes Execution Core observe the Attempt at once, never evidence — the ``observe``
-    that follows reports what happened. ``adaptors/edge_client.py``'s
+    that follows reports what happened. ``adaptors/edge/client.py``'s
     ``EdgeClient.notice_native_end`` implements it (``POST
     /v1/attempts/{attempt_id}/native-end``); the result is not used."""
 

@@ -1,24 +1,15 @@
-"""The local ``queued-batch`` executor: the embedded default (docs/site-runtime.md, Local executor).
+"""The local ``queued-batch`` executor: the embedded default (docs/site-runtime.md,
+Local executor).
 
-Each Attempt gets a private workspace (mode 0700) under the configured root::
-
-    <root>/<attempt_id>/repo/             the checkout (stage-in → compute → stage-out)
-    <root>/<attempt_id>/logs/<stage>.log  the Attempt-scoped stage logs
-    <root>/<attempt_id>/control/<stage>/  runner control files (spec, claim, status)
-
-Stages run as ordinary local processes through ``stage_runner`` (one runner per
-stage, in its own session), so they survive a Runtime restart. ``jobs.sqlite``
-(``local_jobs.py``) records every launch intent before the process exists, and the
-runner's exclusive claim file makes a second launch of a stage a no-op: a restart
-never reruns a finished phase and never starts a duplicate process (docs/site-runtime.md,
-Recovery). A runner still alive after a restart is re-adopted by pid + start time;
-one gone without a recorded status marks its stage failed with
-``local-process-lost``.
-
-Phases of ``observe`` (docs/site-commands.md): ``prepared`` → ``queued`` (stage-in)
-→ ``running`` (compute and stage-out) → ``succeeded`` / ``failed`` / ``cancelled``.
-Once a terminal one is committed (:meth:`LocalExecutor._set_state`), the optional
-``on_native_end`` tells the Site edge in the background (a hint, ADR 0016).
+Each Attempt gets a private workspace (mode 0700) under the configured root —
+``repo/`` (the checkout), ``logs/<stage>.log``, ``control/<stage>/`` (runner spec,
+claim, status) — and runs stage-in → compute → stage-out as local processes that
+survive a Runtime restart and are re-adopted by pid + start time
+(:mod:`~.supervision`). Phases of ``observe`` (docs/site-commands.md): ``prepared`` →
+``queued`` (stage-in) → ``running`` (compute, stage-out) → ``succeeded`` /
+``failed`` / ``cancelled``. Once a terminal one is committed
+(:meth:`LocalExecutor._set_state`), ``on_native_end`` tells the Site edge in the
+background (a hint, ADR 0016).
 
 :class:`LocalExecutor` holds its collaborators: :class:`~.supervision.StageSupervision`
 (launch, poll, advance), :class:`~.start_queue.StartQueue` (slots and waiting
@@ -233,7 +224,7 @@ class LocalExecutor:
             await self.start_waiting()
         except Exception as error:  # noqa: BLE001 - one failure must not end the pass
             log.error("runtime-error while starting waiting Attempts (%s)", type(error).__name__)
-        await self._flush_releases()
+        await self.releases.flush_due_logged()
 
     async def start_waiting(self) -> None:
         """Launch stage-in of ``waiting`` Attempts, oldest first, while slots are free
@@ -336,7 +327,7 @@ class LocalExecutor:
         async with self._lock(command.attempt_id):
             result = self._result(command, "succeeded", row=self.journal.attempt(row.attempt_id))
         # Due releases go now too (a Runtime without a supervision pass still releases).
-        await self._flush_releases()
+        await self.releases.flush_due_logged()
         return result
 
     async def cancel(self, command: SiteCommand) -> CommandResult:
@@ -415,13 +406,3 @@ class LocalExecutor:
     def _save(self, command: SiteCommand, outcome: str, **kwargs: Any) -> CommandResult:
         result = self._result(command, outcome, **kwargs)
         return CommandResult(**self.journal.save_result(command.command_id, result.to_json()))
-
-    async def _flush_releases(self) -> None:
-        """Send due releases; any error is logged, never raised: it must not end the
-        supervision pass or fail an observe whose result is already decided."""
-        try:
-            await self.releases.flush_when_due()
-        except Exception as error:  # noqa: BLE001 - the journal keeps them for next time
-            log.error(
-                "releasing repository grants failed (%s); retried later", type(error).__name__
-            )

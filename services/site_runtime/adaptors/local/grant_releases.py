@@ -60,6 +60,14 @@ class GrantReleases:
             return 0
         return await self.flush()
 
+    async def flush_due_logged(self) -> None:
+        """:meth:`flush_when_due`, any error logged, never raised: it must not end a
+        supervision pass or fail an observe whose result is already decided."""
+        try:
+            await self.flush_when_due()
+        except Exception as error:  # noqa: BLE001 - the journal keeps them for next time
+            log.error("releasing repository grants failed (%s); retried later", type(error).__name__)
+
     async def flush(self) -> int:
         """Send every waiting release now (up to :data:`BATCH`); return how many were
         released. A refused or failed batch is retried one grant at a time, so one

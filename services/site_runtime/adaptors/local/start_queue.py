@@ -100,15 +100,7 @@ class StartQueue:
         """The Attempt fails before stage-in runs, with ``code`` in its failure record."""
         if self.journal.stage(row.attempt_id, "stage-in") is None:
             self.journal.launch_intent(row.attempt_id, "stage-in")
-        self.journal.finish_stage(
-            row.attempt_id,
-            "stage-in",
-            "failed",
-            exit_code=None,
-            signal=None,
-            code=code,
-            output_commit=None,
-        )
+        self.supervision.fail_stage(row.attempt_id, "stage-in", code)
         self.set_state(row.attempt_id, "failed")
 
     async def begin(self, row: AttemptRow) -> tuple[str, str] | None:

@@ -69,6 +69,12 @@ class StageSupervision:
         self.set_state = set_state
         self.wake_socket = wake_socket
 
+    def fail_stage(self, attempt_id: str, stage: str, code: str) -> None:
+        """Record ``stage`` failed with ``code`` and no exit facts (it never reported any)."""
+        self.journal.finish_stage(
+            attempt_id, stage, "failed", exit_code=None, signal=None, code=code, output_commit=None
+        )
+
     @staticmethod
     def needs_grant(stage: str, job: LocalJob) -> bool:
         # Only an https repository is served by the edge's grants; a local one is read
@@ -208,15 +214,7 @@ class StageSupervision:
                 pid,
                 "; its step's process group was killed" if orphan else "",
             )
-            self.journal.finish_stage(
-                row.attempt_id,
-                stage_row.stage,
-                "failed",
-                exit_code=None,
-                signal=None,
-                code="local-process-lost",
-                output_commit=None,
-            )
+            self.fail_stage(row.attempt_id, stage_row.stage, "local-process-lost")
             return
         if self.processes.alive(stage_row.pid, stage_row.start_ticks):
             return  # launched, not yet claimed
@@ -226,15 +224,7 @@ class StageSupervision:
             await self.launch(row, stage_row.stage)  # never ran: safe (claim file)
             return
         if stage_row.launches >= MAX_LAUNCHES or self._launch_timed_out(stage_row):
-            self.journal.finish_stage(
-                row.attempt_id,
-                stage_row.stage,
-                "failed",
-                exit_code=None,
-                signal=None,
-                code="local-process-lost",
-                output_commit=None,
-            )
+            self.fail_stage(row.attempt_id, stage_row.stage, "local-process-lost")
 
     def _launch_timed_out(self, stage_row: StageRow) -> bool:
         if stage_row.launched_at is None:
@@ -267,15 +257,7 @@ class StageSupervision:
                     row.state,
                     error.code,
                 )
-                self.journal.finish_stage(
-                    row.attempt_id,
-                    row.state,
-                    "failed",
-                    exit_code=None,
-                    signal=None,
-                    code="authorisation-refused",
-                    output_commit=None,
-                )
+                self.fail_stage(row.attempt_id, row.state, "authorisation-refused")
             stage_row = self.journal.stage(row.attempt_id, row.state)
             assert stage_row is not None
             if stage_row.state in ("launching", "running"):
@@ -300,15 +282,7 @@ class StageSupervision:
             ):
                 # The deadline refuses compute not yet launched; the Attempt fails.
                 self.journal.launch_intent(row.attempt_id, following)
-                self.journal.finish_stage(
-                    row.attempt_id,
-                    following,
-                    "failed",
-                    exit_code=None,
-                    signal=None,
-                    code="attempt-deadline-passed",
-                    output_commit=None,
-                )
+                self.fail_stage(row.attempt_id, following, "attempt-deadline-passed")
                 self.set_state(row.attempt_id, "failed")
                 return
             self.journal.launch_intent(row.attempt_id, following)

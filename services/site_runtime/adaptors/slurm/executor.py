@@ -167,6 +167,11 @@ class SlurmExecutor:
         :func:`permitted_read`."""
         return await self.commands.run("read-log", command)
 
+    async def close(self) -> None:
+        """Close the slurmrestd connections and ``jobs.sqlite`` (Slurm jobs keep running)."""
+        await self.rest.close()
+        self.journal.close()
+
     # ------------------------------------------------------------------ handlers
     async def _prepare(self, command: SiteCommand) -> CommandResult:
         try:
