@@ -211,3 +211,24 @@ async def test_lightkube_typed_models_parse_the_lab_job(alice):
         return job if job.status and job.status.completionTime else None
     job = await wait_for(done, timeout=60)
     assert job.status.succeeded == 1 and [c.type for c in job.status.conditions] == ["SuccessCriteriaMet", "Complete"]
+
+
+async def test_cancelling_a_job_whose_pod_cannot_be_scheduled(k8s_lab):
+    name = unique("pending")
+    manifest = job_manifest(name, ["true"], container={"resources": {"requests": {"cpu": "9", "memory": "8Mi"}}})
+    async with as_member("alice") as http:
+        await http.post(JOBS, json=manifest)
+        job = (await http.get(f"{JOBS}/{name}")).json()
+
+        async def unschedulable():
+            pods = await pods_of(http, job)
+            conds = [c for p in pods for c in p["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+            return conds and conds[0].get("reason") == "Unschedulable"
+        await wait_for(unschedulable)
+        r = await http.request("DELETE", f"{JOBS}/{name}", json={
+            "propagationPolicy": "Foreground", "preconditions": {"uid": job["metadata"]["uid"]}})
+        assert r.status_code == 202
+
+        async def all_gone():
+            return (await http.get(f"{JOBS}/{name}")).status_code == 404 and not await pods_of(http, job)
+        await wait_for(all_gone)

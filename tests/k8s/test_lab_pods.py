@@ -252,3 +252,4 @@ async def test_fields_and_json_of_the_downward_api(k8s_lab):
     assert (env["MY_NAME"], env["MY_NS"], env["HOME"]) == (name, NAMESPACE, pwd.getpwnam("alice").pw_dir)
     assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1" and "TOKEN" not in env
     await delete_now(name)
+

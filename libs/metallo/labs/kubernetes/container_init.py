@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import sys
+import warnings  # noqa: F401 - os.execvpe imports it; after setuid the interpreter's files may be unreadable
 
 MS_RDONLY = 1
 MS_REMOUNT = 32

@@ -19,8 +19,10 @@ import json
 import os
 import pwd
 import re
+import signal
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from metallo.labs.kubernetes.resources import lookup
 from metallo.labs.kubernetes.store import Store
@@ -145,32 +147,37 @@ class Started:
 
     process: asyncio.subprocess.Process
     start_error: str | None
+    copiers: list[asyncio.Future]  # the output copies; done once the process closed both pipes
 
 
-async def start_process(spec: dict, log_out: object) -> Started:
-    """Start ``spec`` (see :mod:`container_init`) and copy its output into ``log_out``."""
-    from metallo.labs.kubernetes.pod_logs import copy_stream
+async def start_process(spec: dict, log_out: object, registry: Path) -> Started:
+    """Start ``spec`` (see :mod:`container_init`) and copy its output into ``log_out``;
+    the process group is recorded in ``registry`` (see :func:`kill_leftovers`)."""
+    from metallo.labs.kubernetes.pod_logs import MAX_LOG_BYTES, copy_stream
 
     spec_r, spec_w = os.pipe()
     status_r, status_w = os.pipe()
-    cmd = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-m",
-           "metallo.labs.kubernetes.container_init", str(spec_r), str(status_w)]
+    # -I -S: the helper needs the standard library only, and starts faster without site.
+    cmd = ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S",
+           str(Path(__file__).with_name("container_init.py")), str(spec_r), str(status_w)]
     try:
         process = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, pass_fds=(spec_r, status_w), start_new_session=True,
-            env={"PATH": DEFAULT_PATH, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+            env={"PATH": DEFAULT_PATH})
     finally:
         os.close(spec_r)
         os.close(status_w)
+    remember(registry, process.pid)
     data = json.dumps(spec).encode()
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, _write_all, spec_w, data)
     status = await loop.run_in_executor(None, _read_all, status_r)
     assert process.stdout is not None and process.stderr is not None
-    process._copiers = [asyncio.ensure_future(copy_stream(process.stdout, "stdout", log_out)),  # type: ignore[attr-defined]
-                        asyncio.ensure_future(copy_stream(process.stderr, "stderr", log_out))]
-    return Started(process, status.decode("utf-8", "replace") or None)
+    budget = [MAX_LOG_BYTES]
+    copiers = [asyncio.ensure_future(copy_stream(process.stdout, "stdout", log_out, budget)),
+               asyncio.ensure_future(copy_stream(process.stderr, "stderr", log_out, budget))]
+    return Started(process, status.decode("utf-8", "replace") or None, copiers)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -191,3 +198,47 @@ def _read_all(fd: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks
+
+
+def remember(registry: Path, pid: int) -> None:
+    """Record a container's process group (pid and start time, so a reused pid is
+    never mistaken for it)."""
+    registry.mkdir(parents=True, exist_ok=True)
+    (registry / str(pid)).write_text(_start_time(pid) or "")
+
+
+def forget(registry: Path, pid: int) -> None:
+    (registry / str(pid)).unlink(missing_ok=True)
+
+
+def kill_leftovers(registry: Path) -> int:
+    """SIGKILL the process groups a previous lab left running (it was killed itself);
+    returns how many. Only a process with the recorded start time is signalled."""
+    killed = 0
+    for entry in registry.glob("*") if registry.is_dir() else []:
+        pid = int(entry.name) if entry.name.isdigit() else 0
+        if pid and entry.read_text() and _start_time(pid) == entry.read_text():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        entry.unlink(missing_ok=True)
+    return killed
+
+
+def start_message(error: str, argv: list[str]) -> str:
+    """The ``terminated.message`` of a ``StartError``, worded as containerd/runc word it."""
+    if error.startswith("FileNotFoundError"):
+        return (f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
+                f'runc create failed: unable to start container process: exec: "{argv[0]}": '
+                f"executable file not found in $PATH: unknown")
+    return f"failed to create containerd task: failed to start container process: {error}"

@@ -20,7 +20,8 @@ import time
 from metallo.labs.kubernetes.clock import parse_rfc3339
 from metallo.labs.kubernetes.errors import ApiError
 from metallo.labs.kubernetes.resources import EVENTS, NAMESPACES, RESOURCES, ResourceType
-from metallo.labs.kubernetes.store import Store, WatchEvent
+from metallo.labs.kubernetes.store import Store
+from metallo.labs.kubernetes.watches import WatchEvent
 
 log = logging.getLogger("metallo.labs.kubernetes.gc")
 EVENT_TTL = 3600.0

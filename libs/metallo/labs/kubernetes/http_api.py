@@ -22,7 +22,8 @@ from metallo.labs.kubernetes import discovery, errors, patches
 from metallo.labs.kubernetes.authz import Authorizer
 from metallo.labs.kubernetes.resources import NAMESPACES, ResourceType, lookup
 from metallo.labs.kubernetes.selectors import parse_field_selector, parse_label_selector
-from metallo.labs.kubernetes.store import Store, UserInfo, Watcher
+from metallo.labs.kubernetes.store import Store, UserInfo
+from metallo.labs.kubernetes.watches import Watcher
 
 log = logging.getLogger("metallo.labs.kubernetes")
 

@@ -29,7 +29,8 @@ from metallo.labs.kubernetes.clock import parse_rfc3339, rfc3339
 from metallo.labs.kubernetes.errors import ApiError
 from metallo.labs.kubernetes.events import record_event
 from metallo.labs.kubernetes.resources import JOBS, PODS
-from metallo.labs.kubernetes.store import Store, UserInfo, WatchEvent
+from metallo.labs.kubernetes.store import Store, UserInfo
+from metallo.labs.kubernetes.watches import WatchEvent
 
 log = logging.getLogger("metallo.labs.kubernetes.jobs")
 

@@ -29,15 +29,19 @@ from metallo.labs.kubernetes.containers import (
     ConfigError,
     container_argv,
     container_env,
+    forget,
     home_of,
+    kill_leftovers,
+    start_message,
     start_process,
 )
 from metallo.labs.kubernetes.pod_logs import log_file
 from metallo.labs.kubernetes.pod_status import ContainerRecord, PodRecord, qos_class
 from metallo.labs.kubernetes.resources import NODES, PODS, PVCS
 from metallo.labs.kubernetes.scheduler import NODE_NAME, unfit_reason
-from metallo.labs.kubernetes.store import Store, WatchEvent
+from metallo.labs.kubernetes.store import Store
 from metallo.labs.kubernetes.volumes import VolumeError, prepare_volumes
+from metallo.labs.kubernetes.watches import WatchEvent
 
 log = logging.getLogger("metallo.labs.kubernetes.kubelet")
 RETRY_SECONDS = 1.0
@@ -62,7 +66,17 @@ class Kubelet:
         self.processes: dict[tuple[str, str], asyncio.subprocess.Process] = {}
         self.pending: set[str] = set()  # not yet scheduled
         self.unconfigured: set[str] = set()  # waiting for a Secret, ConfigMap or PVC
+        self.registry = root / "run" / "containers"
         store.listeners.append(self._on_event)
+
+    def reset(self) -> None:
+        """Before serving: kill what a killed predecessor left running and remove its Pod
+        and volume directories (no object names them any more: the store starts empty)."""
+        killed = kill_leftovers(self.registry)
+        if killed:
+            log.warning("killed %d container process group(s) a previous lab left running", killed)
+        for leftover in (self.root / "pods", self.root / "volumes"):
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def pod_dir(self, uid: str) -> Path:
         return self.root / "pods" / uid
@@ -163,6 +177,8 @@ class Kubelet:
         self.pending.add(uid)
         while True:
             pod = self._pod(ns, name, uid)
+            if pod["metadata"].get("deletionTimestamp"):
+                raise PodGone()  # deleted before it was bound: it never runs
             if (pod.get("spec") or {}).get("nodeName"):
                 break
             reason = self._claims_missing(pod)
@@ -207,11 +223,21 @@ class Kubelet:
         return None
 
     async def _run_pod(self, ns: str, name: str, uid: str, rec: PodRecord) -> None:
+        """Run the containers, then keep the Pod's files (logs) until it is deleted."""
+        await self._run_containers(ns, name, uid, rec)
+        pod = self.store.peek(PODS, ns, name)
+        if pod is not None and pod["metadata"]["uid"] == uid and self._stopping(pod, rec):
+            await self._stop_pod(ns, name, uid, rec, pod)
+        while (pod := self.store.peek(PODS, ns, name)) is not None and pod["metadata"]["uid"] == uid \
+                and not pod["metadata"].get("deletionTimestamp"):
+            await self._sleep(uid, 60.0)
+
+    async def _run_containers(self, ns: str, name: str, uid: str, rec: PodRecord) -> None:
         pod_dir = self.pod_dir(uid)
         while True:
             pod = self._pod(ns, name, uid)
             if self._stopping(pod, rec):
-                return await self._stop_pod(ns, name, uid, rec, pod)
+                return
             try:
                 mounts = prepare_volumes(self.store, pod, pod_dir, self.root / "volumes")
                 break
@@ -231,15 +257,8 @@ class Kubelet:
             for c in rec.main:
                 c.state = {"waiting": {"reason": "ContainerCreating"}}
             self._publish(ns, name, uid, rec)
-        results = await asyncio.gather(*(self._run_container(ns, name, uid, rec, c_spec, c, mounts)
-                                         for c_spec, c in zip(pod["spec"]["containers"], rec.main, strict=True)))
-        del results
-        pod = self.store.peek(PODS, ns, name)
-        if pod is not None and pod["metadata"]["uid"] == uid and self._stopping(pod, rec):
-            await self._stop_pod(ns, name, uid, rec, pod)
-        while (pod := self.store.peek(PODS, ns, name)) is not None and pod["metadata"]["uid"] == uid \
-                and not pod["metadata"].get("deletionTimestamp"):
-            await self._sleep(uid, 60.0)  # keep logs until the Pod is deleted
+        await asyncio.gather(*(self._run_container(ns, name, uid, rec, c_spec, c, mounts)
+                               for c_spec, c in zip(pod["spec"]["containers"], rec.main, strict=True)))
 
     async def _wait_or_stop(self, ns: str, name: str, uid: str, rec: PodRecord,
                             proc: asyncio.subprocess.Process) -> int:
@@ -351,7 +370,7 @@ class Kubelet:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as out:  # noqa: ASYNC230 - a local append-only file
             started_at = rfc3339()
-            started = await start_process(spec, out)
+            started = await start_process(spec, out, self.registry)
             proc = started.process
             self.processes[(uid, c.name)] = proc
             c.container_id = f"metallo-lab://{uid}/{c.name}/{c.restart_count}"
@@ -360,12 +379,13 @@ class Kubelet:
                 self._publish(ns, name, uid, rec)
             try:
                 code = await self._wait_or_stop(ns, name, uid, rec, proc)
-                await asyncio.gather(*proc._copiers)  # type: ignore[attr-defined]
+                await asyncio.gather(*started.copiers)
             finally:
                 self.processes.pop((uid, c.name), None)
+                forget(self.registry, proc.pid)
         terminated: dict = {"startedAt": started_at, "finishedAt": rfc3339(), "containerID": c.container_id}
         if started.start_error is not None:
-            terminated.update(exitCode=128, reason="StartError", message=_start_message(started.start_error, argv))
+            terminated.update(exitCode=128, reason="StartError", message=start_message(started.start_error, argv))
             code = 128
         elif code < 0:
             terminated.update(exitCode=128 - code, signal=-code, reason="Error")
@@ -376,10 +396,3 @@ class Kubelet:
         self._publish(ns, name, uid, rec)
         return code
 
-
-def _start_message(error: str, argv: list[str]) -> str:
-    if error.startswith("FileNotFoundError"):
-        return (f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
-                f'runc create failed: unable to start container process: exec: "{argv[0]}": '
-                f"executable file not found in $PATH: unknown")
-    return f"failed to create containerd task: failed to start container process: {error}"

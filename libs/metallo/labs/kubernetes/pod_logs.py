@@ -23,16 +23,19 @@ from metallo.labs.kubernetes.clock import parse_rfc3339, rfc3339_nano
 from metallo.labs.kubernetes.resources import PODS
 from metallo.labs.kubernetes.store import Store
 
-MAX_LINE = 64 * 1024
+MAX_LOG_BYTES = 64 * 1024 * 1024  # per container run
 
 
 def log_file(pod_dir: Path, container: str, restart: int) -> Path:
     return pod_dir / "logs" / f"{container}.{restart}.log"
 
 
-async def copy_stream(stream: asyncio.StreamReader, name: str, out: Any) -> None:
+async def copy_stream(stream: asyncio.StreamReader, name: str, out: Any, budget: list[int]) -> None:
     """Copy a process's stdout or stderr into the log file ``out``, one timestamped line
-    per line read (a line longer than 64 KiB is split)."""
+    per line read (a line longer than 64 KiB is split). ``budget`` ([bytes left], shared
+    by both streams of a container run) bounds the file: past it, output is read and
+    dropped after one line saying so (the kubelet rotates at 10 MiB; the lab keeps the
+    start of the log instead)."""
     while True:
         try:
             line = await stream.readuntil(b"\n")
@@ -42,7 +45,12 @@ async def copy_stream(stream: asyncio.StreamReader, name: str, out: Any) -> None
             line = await stream.readexactly(e.consumed)
         if not line:
             return
+        if budget[0] <= 0:
+            continue
         text = line.decode("utf-8", "replace").rstrip("\n")
+        budget[0] -= len(line)
+        if budget[0] <= 0:
+            text = f"[metallo lab: log limit of {MAX_LOG_BYTES} bytes reached; further output is dropped]"
         out.write(f"{rfc3339_nano(time.time())} {name} {text}\n")
         out.flush()
 

@@ -18,7 +18,8 @@ from fractions import Fraction
 from metallo.labs.kubernetes import errors
 from metallo.labs.kubernetes.quantity import format_quantity, parse_quantity
 from metallo.labs.kubernetes.resources import PODS, PVCS, QUOTAS, RESOURCES, ResourceType
-from metallo.labs.kubernetes.store import Store, UserInfo, WatchEvent
+from metallo.labs.kubernetes.store import Store, UserInfo
+from metallo.labs.kubernetes.watches import WatchEvent
 
 # A Pod must name these when a quota tracks them (extended resources need not).
 _MUST_SPECIFY = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory",
@@ -58,14 +59,26 @@ def usage_of(rtype: ResourceType, obj: dict) -> dict[str, Fraction]:
     return use
 
 
-def namespace_usage(store: Store, namespace: str) -> dict[str, Fraction]:
+def _counts_towards(rtype: ResourceType, names: set[str]) -> bool:
+    suffix = f".{rtype.group}" if rtype.group else ""
+    if f"count/{rtype.plural}{suffix}" in names:
+        return True
+    if rtype is PODS:
+        return any(n == "pods" or n.startswith(("requests.", "limits.")) or n in ("cpu", "memory")
+                   for n in names if n != "requests.storage")
+    return rtype is PVCS and bool({"persistentvolumeclaims", "requests.storage"} & names)
+
+
+def namespace_usage(store: Store, namespace: str, names: set[str] | None = None) -> dict[str, Fraction]:
+    """What the namespace's objects use, for the quota ``names`` (all when None)."""
     total: dict[str, Fraction] = {}
     for rtype in RESOURCES:
-        if not rtype.namespaced or rtype is QUOTAS:
+        if not rtype.namespaced or rtype is QUOTAS or (names is not None and not _counts_towards(rtype, names)):
             continue
         for obj in store.iter(rtype, namespace):
             for k, v in usage_of(rtype, obj).items():
-                total[k] = total.get(k, Fraction(0)) + v
+                if names is None or k in names:
+                    total[k] = total.get(k, Fraction(0)) + v
     return total
 
 
@@ -83,7 +96,10 @@ class QuotaAdmission:
         if not quotas:
             return
         want = usage_of(rtype, new)
-        used = namespace_usage(self.store, ns)
+        tracked = {k for q in quotas for k in ((q.get("spec") or {}).get("hard") or {})}
+        if not tracked & set(want) and not (rtype is PODS and tracked & _MUST_SPECIFY):
+            return
+        used = namespace_usage(self.store, ns, tracked)
         name = new["metadata"].get("name")
         for quota in quotas:
             hard = {k: parse_quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
@@ -124,7 +140,7 @@ class QuotaController:
         for quota in list(self.store.iter(QUOTAS)):
             meta = quota["metadata"]
             hard = dict((quota.get("spec") or {}).get("hard") or {})
-            used = namespace_usage(self.store, meta["namespace"])
+            used = namespace_usage(self.store, meta["namespace"], set(hard))
             status = {"hard": hard, "used": {k: format_quantity(used.get(k, Fraction(0))) for k in hard}}
             self.store.mutate(QUOTAS, meta["namespace"], meta["name"],
                               lambda o, s=status: o.__setitem__("status", s), status=True)

@@ -8,7 +8,8 @@ foreground (``scripts/k8s-lab`` daemonises it). Settings from the environment:
   re-read when the file changes.
 - ``METALLO_K8S_LAB_IMAGES``: comma-separated image patterns (fnmatch) the node "has"
   (default :data:`DEFAULT_IMAGES`).
-- ``METALLO_K8S_LAB_NODE``: allocatable, e.g. ``cpu=8,memory=16Gi,pods=110,nvidia.com/gpu=0``.
+- ``METALLO_K8S_LAB_NODE``: allocatable, e.g. ``cpu=8,memory=16Gi,pods=110,nvidia.com/gpu=0``;
+  ``METALLO_K8S_LAB_NODE_LABELS``: extra node labels, e.g. ``metallo.io/gpu-class=a100``.
 - ``METALLO_K8S_LAB_QUOTA``: the ResourceQuota ``hard`` each Project namespace gets.
 """
 
@@ -112,10 +113,12 @@ class Lab:
         images = [p.strip() for p in os.environ.get("METALLO_K8S_LAB_IMAGES", ",".join(DEFAULT_IMAGES)).split(",")
                   if p.strip()]
         kubelet = Kubelet(self.store, self.state, images, self.port)
+        kubelet.reset()
         self.kubelet = kubelet
         jobs, pvcs, gc, quotas = (JobController(self.store), PvcController(self.store, self.state / "volumes"),
                                   GarbageCollector(self.store), QuotaController(self.store))
-        node = node_object(_pairs(os.environ.get("METALLO_K8S_LAB_NODE", DEFAULT_NODE)), {})
+        node = node_object(_pairs(os.environ.get("METALLO_K8S_LAB_NODE", DEFAULT_NODE)),
+                           _pairs(os.environ.get("METALLO_K8S_LAB_NODE_LABELS", "")))
         self.store.create(NODES, None, {k: v for k, v in node.items() if k != "status"}, SYSTEM)
         self.store.mutate(NODES, None, node["metadata"]["name"], lambda o: o.__setitem__("status", node["status"]),
                           status=True)

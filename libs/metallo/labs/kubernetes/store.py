@@ -19,12 +19,13 @@ import secrets
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from metallo.labs.kubernetes import errors
 from metallo.labs.kubernetes.clock import rfc3339
 from metallo.labs.kubernetes.resources import NAMESPACES, PODS, ResourceType
+from metallo.labs.kubernetes.watches import Watcher, WatchEvent, translate
 
 Key = tuple[str, str, str, str]  # group, plural, namespace ("" when cluster-scoped), name
 
@@ -43,31 +44,8 @@ class UserInfo:
 SYSTEM = UserInfo("system:lab-controller", ("system:masters",))
 
 
-@dataclass(frozen=True)
-class WatchEvent:
-    """A committed change: ``type`` ADDED/MODIFIED/DELETED, the object after (for DELETED,
-    the last state) and before (None for ADDED)."""
-
-    rv: int
-    rtype: ResourceType
-    type: str
-    obj: dict
-    old: dict | None
-
-
 Admission = Callable[[str, ResourceType, dict, dict | None, UserInfo], None]
 Listener = Callable[[WatchEvent], None]
-
-
-@dataclass
-class Watcher:
-    """A live watch's filter and its queue callback (set by the HTTP layer)."""
-
-    rtype: ResourceType
-    namespace: str | None
-    matches: Callable[[dict], bool]
-    push: Callable[[str, dict], bool]  # False when the watcher is gone or too slow
-    closed: bool = field(default=False)
 
 
 def key_of(rtype: ResourceType, namespace: str | None, name: str) -> Key:
@@ -84,6 +62,7 @@ class Store:
 
     def __init__(self) -> None:
         self._objects: dict[Key, dict] = {}
+        self._by_type: dict[tuple[str, str], set[Key]] = {}  # (group, plural) -> keys
         self._rv = 0
         self._log: deque[WatchEvent] = deque(maxlen=EVENT_LOG_SIZE)
         self._watchers: list[Watcher] = []
@@ -110,9 +89,11 @@ class Store:
 
     def iter(self, rtype: ResourceType, namespace: str | None = None) -> Iterator[dict]:
         """Stored objects of a type (all namespaces when ``namespace`` is None), by key order."""
-        for k in sorted(k for k in self._objects if k[0] == rtype.group and k[1] == rtype.plural
-                        and (namespace is None or k[2] == namespace)):
-            yield self._objects[k]
+        keys = self._by_type.get((rtype.group, rtype.plural), set())
+        for k in sorted(k for k in keys if namespace is None or k[2] == namespace):
+            obj = self._objects.get(k)
+            if obj is not None:
+                yield obj
 
     def list(self, rtype: ResourceType, namespace: str | None,
              matches: Callable[[dict], bool]) -> tuple[list[dict], int]:
@@ -122,15 +103,18 @@ class Store:
     # ------------------------------------------------------------------ writes
     def _commit(self, rtype: ResourceType, kind: str, obj: dict, old: dict | None,
                 *, remove: bool = False) -> dict:
+        """Store ``obj`` (a dict no caller modifies afterwards; it may share unchanged
+        parts with ``old``) under the next resourceVersion and tell watchers/listeners."""
         self._rv += 1
-        obj = copy.deepcopy(obj)
-        obj["metadata"]["resourceVersion"] = str(self._rv)
+        obj["metadata"] = {**obj["metadata"], "resourceVersion": str(self._rv)}
         k = key_of(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
         if remove:
             self._objects.pop(k, None)
+            self._by_type.get(k[:2], set()).discard(k)
             self.creators.pop(obj["metadata"].get("uid", ""), None)
         else:
             self._objects[k] = obj
+            self._by_type.setdefault(k[:2], set()).add(k)
         event = WatchEvent(self._rv, rtype, kind, obj, old)
         self._log.append(event)
         self._fan_out(event)
@@ -254,10 +238,13 @@ class Store:
         old = self.peek(rtype, namespace, name)
         if old is None:
             return None
-        obj = copy.deepcopy(old)
-        change(obj)
-        if status:
-            obj = {**copy.deepcopy(old), "status": obj.get("status", {})}
+        if status:  # only status changes: the rest is shared with the stored object
+            draft = {**old, "metadata": dict(old["metadata"]), "status": copy.deepcopy(old.get("status") or {})}
+            change(draft)
+            obj = {**old, "status": draft.get("status", {})}
+        else:
+            obj = copy.deepcopy(old)
+            change(obj)
         if _same(obj, old):
             return old
         stored = self._commit(rtype, "MODIFIED", obj, old)
@@ -348,7 +335,7 @@ class Store:
                 raise errors.gone(f"too old resource version: {since} ({oldest - 1})")
             for ev in self._log:
                 if ev.rv > since:
-                    t = _translate(watcher, ev)
+                    t = translate(watcher, ev)
                     if t:
                         first.append(t)
         self._watchers.append(watcher)
@@ -361,28 +348,9 @@ class Store:
 
     def _fan_out(self, event: WatchEvent) -> None:
         for w in list(self._watchers):
-            t = _translate(w, event)
+            t = translate(w, event)
             if t and not w.push(*t):
                 self.unwatch(w)
-
-
-def _translate(w: Watcher, ev: WatchEvent) -> tuple[str, dict] | None:
-    """The event a watcher sees: objects entering/leaving its selector are ADDED/DELETED."""
-    if ev.rtype is not w.rtype:
-        return None
-    if w.namespace is not None and ev.obj["metadata"].get("namespace") != w.namespace:
-        return None
-    now = w.matches(ev.obj)
-    before = ev.old is not None and w.matches(ev.old)
-    if ev.type == "DELETED":
-        return ("DELETED", ev.obj) if now or before else None
-    if now and before:
-        return "MODIFIED", ev.obj
-    if now:
-        return "ADDED", ev.obj
-    if before:
-        return "DELETED", ev.obj
-    return None
 
 
 def _spec_of(obj: dict) -> dict[str, Any]:

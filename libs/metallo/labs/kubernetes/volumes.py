@@ -27,7 +27,8 @@ from pathlib import Path
 
 from metallo.labs.kubernetes.containers import CONFIGMAPS, SECRETS, ConfigError, home_of
 from metallo.labs.kubernetes.resources import PODS, PVCS
-from metallo.labs.kubernetes.store import Store, WatchEvent
+from metallo.labs.kubernetes.store import Store
+from metallo.labs.kubernetes.watches import WatchEvent
 
 PROTECTION = "kubernetes.io/pvc-protection"
 
