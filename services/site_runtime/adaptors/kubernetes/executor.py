@@ -38,19 +38,19 @@ from site_runtime.adaptors.kubernetes.journal import (
     KubernetesJournal,
     now_iso,
 )
+from site_runtime.adaptors.kubernetes.logs import PodLogReads
 from site_runtime.adaptors.kubernetes.objects import NativeObjects, NativeRefused, identity_of
 from site_runtime.adaptors.kubernetes.settings import KubernetesSettings
-from site_runtime.adaptors.kubernetes.stages import HELPERS, Snapshot, StageDriver, take_snapshot
+from site_runtime.adaptors.kubernetes.stages import Snapshot, StageDriver, take_snapshot
 from site_runtime.adaptors.local.authorisation import EdgeAuthorisation
 from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.journaled import JournaledExecutor
-from site_runtime.application.log_reads import ReadPermits, permitted_read
+from site_runtime.application.log_reads import ReadPermits
 from site_runtime.application.native_ends import NativeEndNotices
 from site_runtime.application.ports import CommandResult, Deferred, NativeEndNotice, SiteCommand
 from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
 from site_runtime.domain.kubernetes_batch import parse_kubernetes_job
 from site_runtime.domain.kubernetes_manifests import workspace_claim
-from site_runtime.domain.kubernetes_names import LABEL_ATTEMPT, LABEL_STAGE, label_value
 from site_runtime.domain.kubernetes_observation import StageEnd, observation
 from site_runtime.domain.local_batch import InvalidMaterial
 
@@ -84,6 +84,7 @@ class KubernetesExecutor:
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
         self.objects = NativeObjects(api, journal, fault=fault)
         self.stages = StageDriver(self.site, journal, api, self.objects, grants, self._end)
+        self.logs = PodLogReads(api, journal)
         self.cleanup = Cleanup(journal, self.objects, self.stages, self.site.site_id)
         self.native_ends = NativeEndNotices(on_native_end, timeout_seconds=5.0)
         self._snapshot: Snapshot | None = None
@@ -314,54 +315,9 @@ class KubernetesExecutor:
         )
 
     async def _read_log(self, command: SiteCommand) -> CommandResult:
-        stage = str(command.payload.get("stage", "compute"))
-        row = self.journal.attempt(command.attempt_id)
-        assert row is not None
-        if stage not in STAGES:
-            return CommandResult(command.command_id, "refused", "unknown-stage", "no such stage")
-        obj = self.journal.object(row.attempt_id, stage)
-
-        async def read(name: str, max_bytes: int, offset: int | None) -> tuple[bytes, int, int]:
-            if obj is None or obj.state != "created":
-                return b"", 0, 0
-            pod = obj.name if stage in HELPERS else await self._job_pod(row)
-            if pod is None:
-                return b"", 0, 0
-            limit = (offset + max_bytes) if offset is not None else 32 * 1024 * 1024
-            try:
-                data = await self.api.log(
-                    row.namespace, pod, stage if stage in HELPERS else "compute", limit
-                )
-            except KubeError as error:
-                if error.status in (400, 404):  # not started yet, or gone: nothing to read
-                    return b"", 0, 0
-                raise OSError(str(error)) from None
-            if offset is not None:
-                return data[offset : offset + max_bytes], min(offset, len(data)), len(data)
-            tail = data[-max_bytes:]
-            return tail, len(data) - len(tail), len(data)
-
-        try:
-            return await permitted_read(command, self.permits, read)
-        except OSError:
-            return CommandResult(
-                command.command_id,
-                "refused",
-                "log-unavailable",
-                "the Kubernetes API cannot serve the log now",
-            )
+        return await self.logs.read(command, self.permits)
 
     # ================================================================ internals
-    async def _job_pod(self, row: AttemptRow) -> str | None:
-        selector = f"{LABEL_ATTEMPT}={label_value(row.attempt_id)},{LABEL_STAGE}=compute"
-        pods = [
-            p
-            for p in await self.api.list("Pod", selector)
-            if p["metadata"].get("namespace") == row.namespace
-        ]
-        pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
-        return pods[-1]["metadata"]["name"] if pods else None
-
     async def _authorise(self, run_id: str, attempt_id: str, payload: dict[str, Any]) -> str | None:
         """None when the edge authorises the execution now, the refusal text otherwise
         (the same request as every executor's; raises Deferred ``authority-unavailable``)."""
