@@ -3,7 +3,9 @@ per observe cycle, log reads under a permit, and the stage grant's Secret lifecy
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 from lightkube import codecs
@@ -204,3 +206,19 @@ async def test_the_stage_grant_reaches_the_pod_only_through_a_short_lived_secret
     assert grants.released == [grants.issued[0].grant_id]
     journal = b"".join(p.read_bytes() for p in executor.journal.path.parent.iterdir())
     assert grants.issued[0].token.encode() not in journal
+
+
+async def test_a_prepared_attempts_grant_secret_goes_when_its_pod_ends_before_start(
+    executor, grants
+):
+    drv = Driver(executor.site.site_id)
+    body = payload("https://127.0.0.1:9/none.git", "a" * 40, ["true"])
+    assert (await executor.prepare(drv.command("prepare", body))).outcome == "succeeded"
+    end = time.monotonic() + 60
+    while objects_of(drv.attempt_id)["Secret"] and time.monotonic() < end:
+        await executor.tick()  # the supervision pass, no start yet
+        await asyncio.sleep(0.5)
+    assert objects_of(drv.attempt_id)["Secret"] == []
+    assert grants.released == [grants.issued[0].grant_id]
+    started = await executor.start(drv.command("start"))
+    assert started.observation["failure"]["code"] == "stage-in-failed"

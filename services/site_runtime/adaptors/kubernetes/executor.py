@@ -167,9 +167,12 @@ class KubernetesExecutor:
                 continue  # a command is advancing it now
             async with lock:
                 row = self.journal.attempt(attempt_id)
-                if row is None or row.state in ("prepared",) or snapshot is None:
+                if row is None or snapshot is None:
                     continue
                 try:
+                    if row.state == "prepared":
+                        await self.stages.settle_preparation(row, snapshot)
+                        continue
                     await self.stages.advance(row, snapshot)
                 except Deferred as error:
                     log.info("attempt %s: not advanced now (%s)", attempt_id, error.code)
@@ -272,7 +275,9 @@ class KubernetesExecutor:
         if row.state in ("prepared", "stage-in", "compute", "stage-out"):
             try:
                 snapshot = await self._cycle_snapshot()
-                if row.state != "prepared":
+                if row.state == "prepared":
+                    await self.stages.settle_preparation(row, snapshot)
+                else:
                     await self.stages.advance(row, snapshot)
                 row = self.journal.attempt(row.attempt_id) or row
                 stage = "stage-in" if row.state == "prepared" else row.state

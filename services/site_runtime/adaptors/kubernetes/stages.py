@@ -240,6 +240,16 @@ class StageDriver:
         return output_commit(data[-8192:].decode(errors="replace"))
 
     # ------------------------------------------------------------ advance
+    async def settle_preparation(self, row: AttemptRow, snapshot: Snapshot | None) -> None:
+        """Before ``start``: once the preparation Pod ended, its grant is revoked and its
+        Secret deleted (the end itself is judged when the Attempt starts)."""
+        secret = self.journal.object(row.attempt_id, "stage-in-secret")
+        if secret is None or (secret.state == "deleted" and secret.grant_released):
+            return
+        current = await self.state(row, "stage-in", snapshot)
+        if current is not None and current.ended:
+            await self.finish_helper(row, "stage-in")
+
     async def advance(self, row: AttemptRow, snapshot: Snapshot | None) -> None:
         """Move the Attempt forward as far as its objects allow (see the module doc).
         Raises Deferred when a create or read cannot be completed now."""
