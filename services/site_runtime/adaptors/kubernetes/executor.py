@@ -309,8 +309,9 @@ class KubernetesExecutor:
             identity = identity_of(row, self.site.site_id)
             for role in ("compute", "stage-out", "stage-in"):
                 obj = self.journal.object(row.attempt_id, role)
-                if obj is None:
-                    self.journal.tombstone(row.attempt_id, role, "Pod", "-")
+                if obj is None:  # never to be created now
+                    kind = "Job" if role == "compute" else "Pod"
+                    self.journal.tombstone(row.attempt_id, role, kind, "-")
                 else:
                     await self.objects.delete(row, role, identity)
             await self._end(row, "cancelled", "cancelled", None)
