@@ -7,6 +7,7 @@ the Site Runtime (seed 004 §4B). Idempotent except the grant (a new one each up
 from __future__ import annotations
 
 import asyncio
+import shutil
 import json
 import secrets
 import socket
@@ -190,6 +191,11 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     check_infrastructure()
     if fresh:
         say(f"dropping the dev databases: {', '.join(await drop_all())}")
+        # The Runtimes' journals belong to the streams just dropped: a new stream numbers
+        # its commands from 1 again, which an old journal would refuse as a mismatch.
+        shutil.rmtree(layout.runtime, ignore_errors=True)
+        layout.runtime.mkdir(parents=True, exist_ok=True)
+        say(f"cleared the Site Runtimes' journals under {layout.runtime}")
     say("migrating the service databases")
     migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
