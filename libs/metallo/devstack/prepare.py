@@ -7,9 +7,9 @@ the Site Runtime (seed 004 §4B). Idempotent except the grant (a new one each up
 from __future__ import annotations
 
 import asyncio
-import shutil
 import json
 import secrets
+import shutil
 import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
