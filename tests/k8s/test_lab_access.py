@@ -147,3 +147,17 @@ async def test_pods_run_only_as_the_creating_member(k8s_lab):
             "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}
         assert "hostPath" in forbidden(await http.post(PODS, json=host))
 
+
+
+async def test_self_subject_access_review_answers_for_the_impersonated_member(k8s_lab):
+    url = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+    def review(verb: str, resource: str, group: str = "batch") -> dict:
+        return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {
+            "resourceAttributes": {"namespace": NAMESPACE, "verb": verb, "group": group, "resource": resource}}}
+    async with as_member("alice") as http:
+        r = await http.post(url, json=review("create", "jobs"))
+        assert r.status_code == 201 and r.json()["status"]["allowed"] is True
+    async with as_member("bob") as http:
+        assert (await http.post(url, json=review("create", "jobs"))).json()["status"]["allowed"] is False
+        assert (await http.post(url, json=review("list", "jobs"))).json()["status"]["allowed"] is True

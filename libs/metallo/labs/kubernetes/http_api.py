@@ -20,7 +20,7 @@ from aiohttp import web
 
 from metallo.labs.kubernetes import discovery, errors, patches
 from metallo.labs.kubernetes.authz import Authorizer
-from metallo.labs.kubernetes.resources import NAMESPACES, ResourceType, lookup
+from metallo.labs.kubernetes.resources import ACCESS_REVIEWS, NAMESPACES, ResourceType, lookup
 from metallo.labs.kubernetes.selectors import parse_field_selector, parse_label_selector
 from metallo.labs.kubernetes.store import Store, UserInfo
 from metallo.labs.kubernetes.watches import Watcher
@@ -115,6 +115,8 @@ class KubernetesApi:
         if target is None:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         verb = _verb(request.method, target, request.query)
+        if target.rtype is ACCESS_REVIEWS and verb == "create":
+            return _json(self._access_review(user, await _body_json(request)), 201)
         self.authorizer.authorize(user, verb, target.rtype, target.subresource, target.namespace,
                                   target.name)
         if verb in ("list", "watch") and target.name is None:
@@ -140,6 +142,19 @@ class KubernetesApi:
         if verb == "deletecollection":
             return await self._delete_collection(request, target, dry_run)
         raise errors.method_not_allowed()
+
+    def _access_review(self, user: UserInfo, body: dict) -> dict:
+        """SelfSubjectAccessReview: may the (impersonated) caller do what ``spec.resourceAttributes``
+        names? Every authenticated user may ask; nothing is stored."""
+        attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
+        resource = attrs.get("resource", "")
+        if attrs.get("subresource"):
+            resource = f"{resource}/{attrs['subresource']}"
+        allowed = self.authorizer.allowed(user, attrs.get("verb", ""), attrs.get("group", ""), resource,
+                                          attrs.get("namespace") or None, attrs.get("name") or None)
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": body.get("spec") or {},
+                "status": {"allowed": allowed} if allowed else {"allowed": False, "reason": ""}}
 
     def _list(self, request: web.Request, target: Target) -> web.Response:
         labels = parse_label_selector(request.query.get("labelSelector"))
@@ -243,7 +258,10 @@ class KubernetesApi:
         if target.subresource == "status":
             new = {**current, "status": new.get("status", {})}
         if not (isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion")):
-            new.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+            # A patch without a resourceVersion applies to the current object (never in place:
+            # unpatched parts of ``new`` are the stored object's own).
+            new = {**new, "metadata": {**(new.get("metadata") or {}),
+                                       "resourceVersion": current["metadata"]["resourceVersion"]}}
         return _json(self.store.update(target.rtype, target.namespace, target.name, new, user,
                                        subresource=target.subresource, dry_run=dry_run))
 

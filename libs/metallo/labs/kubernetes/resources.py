@@ -35,10 +35,6 @@ class ResourceType:
         """``batch/v1`` or ``v1``."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
-    def group_version(self) -> tuple[str, str]:
-        return self.group, self.version
-
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -68,20 +64,16 @@ RESOURCES: tuple[ResourceType, ...] = (
                  False, "clusterrolebinding"),
     ResourceType("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True,
                  "inferenceservice", True, ("isvc",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+                 "selfsubjectaccessreview"),
 )
 
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
-_BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}
 
 
 def lookup(group: str, version: str, plural: str) -> ResourceType | None:
     """The resource served at ``/api(s)/<group>/<version>/<plural>``, or None."""
     return _BY_PATH.get((group, version, plural))
-
-
-def by_kind(api_version: str, kind: str) -> ResourceType | None:
-    """The resource of an ``apiVersion``/``kind`` pair (ownerReferences), or None."""
-    return _BY_KIND.get((api_version, kind))
 
 
 def group_versions() -> dict[str, list[str]]:
@@ -106,3 +98,4 @@ NAMESPACES = lookup("", "v1", "namespaces")
 NODES = lookup("", "v1", "nodes")
 QUOTAS = lookup("", "v1", "resourcequotas")
 EVENTS = lookup("", "v1", "events")
+ACCESS_REVIEWS = lookup("authorization.k8s.io", "v1", "selfsubjectaccessreviews")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from metallo.labs.kubernetes.errors import bad_request
 
@@ -67,26 +66,6 @@ def parse_label_selector(text: str | None) -> LabelTest:
         else:
             raise bad_request(f"unable to parse requirement: {term.strip()!r}")
     return lambda labels: all(t(labels) for t in tests)
-
-
-def match_label_selector_object(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """A structured LabelSelector (``matchLabels``/``matchExpressions``) against labels."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), set(expr.get("values") or [])
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 FIELDS_BY_PLURAL: dict[str, dict[str, Callable[[dict], str]]] = {
