@@ -1,7 +1,7 @@
 """Run one Site Runtime worker (docs/site-runtime.md, Running it).
 
     python -m site_runtime --edge https://127.0.0.1:8443 --ca FILE --grant-file FILE \\
-        --executor local|slurm --state-dir DIR
+        --executor local|slurm|kubernetes --state-dir DIR
 
 Every option has an environment equivalent:
 ``SITE_API_URL``, ``SITE_API_CA_FILE``, ``SITE_API_CREDENTIAL_FILE`` (or the grant
@@ -14,7 +14,9 @@ itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECT
 
 Each executor comes from its package's factory (``adaptors/local/factory.py``,
 ``adaptors/slurm/factory.py``); the slurm package is imported only with
-``--executor slurm`` and reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
+``--executor slurm`` and reads its own ``SLURM_*`` settings; the kubernetes package
+(``adaptors/kubernetes/factory.py``, lightkube) only with ``--executor kubernetes``
+and reads ``KUBERNETES_*`` (``--kubeconfig`` overrides ``KUBERNETES_KUBECONFIG``). SIGTERM/SIGINT
 stop the worker gracefully (the command in hand finishes; stage processes and
 Slurm jobs keep running and are re-adopted at the next start).
 """
@@ -58,7 +60,9 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         help="file holding the psb_ command grant (read on every request)",
     )
     p.add_argument(
-        "--executor", default=env.get("RUNTIME_EXECUTOR", "local"), choices=["local", "slurm"]
+        "--executor",
+        default=env.get("RUNTIME_EXECUTOR", "local"),
+        choices=["local", "slurm", "kubernetes"],
     )
     p.add_argument(
         "--state-dir",
@@ -70,6 +74,11 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         default=env.get("RUNTIME_WORKSPACE_ROOT"),
         help="local executor: root of the private Attempt workspaces "
         "(default STATE_DIR/workspaces)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=env.get("KUBERNETES_KUBECONFIG"),
+        help="kubernetes executor: kubeconfig of the Runtime's own identity (or in-cluster)",
     )
     p.add_argument("--wait", type=float, default=20.0, help="long-poll wait in seconds (0..30)")
     p.add_argument("--log-level", default=env.get("RUNTIME_LOG_LEVEL", "INFO"))
@@ -105,6 +114,15 @@ def build_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeC
             )
         except local.SettingsError as error:
             raise SettingsError(str(error)) from None
+    if args.executor == "kubernetes":
+        from site_runtime.adaptors.kubernetes import factory as kubernetes
+
+        try:
+            return kubernetes.build_executor(
+                env=env, edge=edge, state_directory=state, kubeconfig=args.kubeconfig
+            )
+        except kubernetes.SettingsError as error:  # malformed KUBERNETES_* value: exit status 2
+            raise SettingsError(f"kubernetes executor: {error}") from None
     from site_runtime.adaptors.slurm import factory as slurm
 
     try:

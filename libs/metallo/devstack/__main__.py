@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     sup.add_argument("--edge-port", type=int, default=8443)
     sup.add_argument("--grant-id", required=True)
     sup.add_argument("--ca-file", required=True)
+    sup.add_argument("--k8s-grant-id", default="",
+                     help="the lab-k8s Runtime's grant: runs it on the Kubernetes lab")
     rep = sub.add_parser("report", help="the demo summary of a Pipeline (one JSON line)")
     rep.add_argument("pipeline_id")
     rep.add_argument("--executor", choices=("local", "slurm"), required=True)
@@ -54,10 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.default()
     options = Options(executor=args.executor, edge_port=args.edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
-                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
+                      kubernetes=bool(args.k8s_grant_id))
     components, missing = plan(layout, options)
     supervisor = Supervisor(layout, options, components, missing,
-                            {"grant_id": args.grant_id, "ca_file": args.ca_file}, echo=False)
+                            {"grant_id": args.grant_id, "ca_file": args.ca_file,
+                             "k8s_grant_id": args.k8s_grant_id}, echo=False)
     return asyncio.run(supervisor.run())
 
 

@@ -124,9 +124,15 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             f"{live['executor']}); `metallo dev down` stops it")
         return live
     chosen = choose_executor(executor)
+    # The lab first: a second Runtime serves lab-k8s only when its API answers.
+    k8s_lab = ensure_k8s_lab(say)
+    kubernetes = bool(k8s_lab["running"])
+    if not kubernetes:
+        say("warning: no Runtime serves lab-k8s (the Kubernetes lab is not running)")
     options = Options(executor=chosen, edge_port=edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
-                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
+                      kubernetes=kubernetes)
     components, missing = plan(layout, options)
     for name in missing:
         say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
@@ -136,18 +142,23 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     except PrepareError as exc:
         raise StackError(str(exc)) from None
     extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
+             "k8s_grant_id": prepared.k8s_grant_id,
              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "k8s_lab": ensure_k8s_lab(say)}
+             "k8s_lab": k8s_lab}
     if foreground:
         supervisor = Supervisor(layout, options, components, missing, extra, echo=True)
         code = asyncio.run(supervisor.run())
         asyncio.run(revoke_runtime_grant(prepared.grant_id))
+        if prepared.k8s_grant_id:
+            asyncio.run(revoke_runtime_grant(prepared.k8s_grant_id))
         if code:
             raise StackError(f"the stack did not become ready; see {layout.stack_log}")
         return read_state(layout) or {}
     argv = [sys.executable, "-m", "metallo.devstack", "supervise", "--executor", chosen,
             "--edge-port", str(edge_port), "--grant-id", prepared.grant_id,
             "--ca-file", str(prepared.ca_file)]
+    if kubernetes:
+        argv += ["--k8s-grant-id", prepared.k8s_grant_id]
     layout.logs.mkdir(parents=True, exist_ok=True)
     with open(layout.logs / "supervisor.out", "ab") as out:
         proc = subprocess.Popen(argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=out,
@@ -221,12 +232,11 @@ def down(say=print) -> bool:
             os.killpg(pid, signal.SIGKILL)
     # Children left by a supervisor that was killed: stop them by their recorded pid.
     for name, comp in (state.get("components") or {}).items():
-        if process_alive(comp.get("pid"), name):
+        if process_alive(comp.get("pid"), comp.get("module", name)):
             say(f"stopping leftover {name} (pid {comp['pid']})")
             os.kill(comp["pid"], signal.SIGTERM)
             was_running = True
-    grant_id = state.get("grant_id")
-    if grant_id:
+    for grant_id in filter(None, (state.get("grant_id"), state.get("k8s_grant_id"))):
         try:
             if asyncio.run(revoke_runtime_grant(grant_id)):
                 say(f"revoked runtime grant {grant_id}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shutil
 import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -124,15 +125,16 @@ async def _site_transactions():
         await engine.dispose()
 
 
-async def create_runtime_grant(layout: Layout, options: Options) -> str:
-    """A new ``psb_`` grant for (site, slurm) written to ``secrets/runtime-grant`` (0600);
+async def create_runtime_grant(layout: Layout, options: Options, site_id: str | None = None,
+                               environment: str = "slurm", name: str = "runtime-grant") -> str:
+    """A new ``psb_`` grant for (site, environment) written to ``secrets/<name>`` (0600);
     returns its grant id."""
     from site_coordination.application.grants import create_command_grant
 
     async with _site_transactions() as transaction:
-        issued = await create_command_grant(transaction, options.site_id, "slurm", GRANT_SECONDS,
-                                            "metallo dev up: Site Runtime")
-    write_secret(layout.secrets / "runtime-grant", issued.secret + "\n")
+        issued = await create_command_grant(transaction, site_id or options.site_id, environment,
+                                            GRANT_SECONDS, "metallo dev up: Site Runtime")
+    write_secret(layout.secrets / name, issued.secret + "\n")
     return issued.grant.grant_id
 
 
@@ -179,6 +181,7 @@ class Prepared:
     migrated: list[str]
     ca_file: Path
     grant_id: str
+    k8s_grant_id: str = ""
 
 
 async def prepare(layout: Layout, options: Options, say=print, fresh: bool = False) -> Prepared:
@@ -188,6 +191,11 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     check_infrastructure()
     if fresh:
         say(f"dropping the dev databases: {', '.join(await drop_all())}")
+        # The Runtimes' journals belong to the streams just dropped: a new stream numbers
+        # its commands from 1 again, which an old journal would refuse as a mismatch.
+        shutil.rmtree(layout.runtime, ignore_errors=True)
+        layout.runtime.mkdir(parents=True, exist_ok=True)
+        say(f"cleared the Site Runtimes' journals under {layout.runtime}")
     say("migrating the service databases")
     migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
@@ -198,4 +206,16 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     ensure_git_credentials(layout, options)
     grant_id = await create_runtime_grant(layout, options)
     say(f"runtime command grant {grant_id} for {options.site_id}/slurm")
-    return Prepared(migrated, ca, grant_id)
+    k8s_grant_id = ""
+    if options.kubernetes:
+        from metallo.devstack.components import K8S_SITE_ID
+
+        k8s_grant_id = await create_runtime_grant(layout, options, K8S_SITE_ID, "k8s",
+                                                  "runtime-grant-k8s")
+        say(f"runtime command grant {k8s_grant_id} for {K8S_SITE_ID}/k8s")
+        # The Kubernetes lab runs Pods as member users: they read the CA (public) here.
+        public = layout.root / "public"
+        public.mkdir(mode=0o755, exist_ok=True)
+        (public / "ca.pem").write_bytes(ca.read_bytes())
+        (public / "ca.pem").chmod(0o644)
+    return Prepared(migrated, ca, grant_id, k8s_grant_id)

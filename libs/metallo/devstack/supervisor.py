@@ -87,6 +87,7 @@ class Supervisor:
             "components": {c.component.name: {
                 "pid": c.process.pid if c.process and c.process.returncode is None else None,
                 "state": c.state, "restarts": len(c.restarts), "ops_url": c.component.ops_url,
+                "module": c.component.module,
                 "log": str(self.layout.logs / f"{c.component.name}.log")} for c in self.children},
             **self.extra_state,
         }
