@@ -176,14 +176,17 @@ def tail_lines(path: Path, count: int) -> str:
         return ""
 
 
-def warn_active_runs(say=print) -> int:
+def stack_options(state: dict) -> Options:
+    """The broker and namespace a stack with this ``state`` runs on."""
+    return Options(executor=state.get("executor") or "local",
+                   amqp_url=state.get("amqp_url") or Options.amqp_url,
+                   topology_prefix=state.get("topology_prefix") or "")
+
+
+def warn_active_runs(options: Options, say=print) -> int:
     """Say how many Runs are still active before the stack stops (a new user's Run
     failed when its stage-out found the lab Git server gone); return that count (0
-    also when the database cannot tell: stopping goes on regardless)."""
-    state = read_state(Layout.default()) or {}
-    options = Options(executor=state.get("executor") or "local",
-                      amqp_url=state.get("amqp_url") or Options.amqp_url,
-                      topology_prefix=state.get("topology_prefix") or "")
+    also when Execution Core cannot tell: stopping goes on regardless)."""
     try:
         active = asyncio.run(count_active_runs(options))
     except Exception:  # noqa: BLE001 - only a courtesy: nothing may keep the stack running
@@ -207,7 +210,7 @@ def down(say=print) -> bool:
     pid = state.get("pid")
     was_running = process_alive(pid, "metallo.devstack")
     if was_running:
-        warn_active_runs(say)
+        warn_active_runs(stack_options(state), say)
         say(f"stopping the dev stack (supervisor pid {pid})")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + DOWN_TIMEOUT_SECONDS
