@@ -153,7 +153,7 @@ async def measure(base: str, ca_file: Path, secrets: list[str], total: int) -> d
 
 
 async def main(total: int) -> None:
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
+    from metallo.dev_certificates import make_dev_certificates
 
     url = database_url("site_coordination", f"bench_site_edge_{uuid.uuid4().hex[:8]}")
     await migrate(url, MIGRATIONS)

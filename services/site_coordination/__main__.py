@@ -55,7 +55,7 @@ def openapi_command(output: Path = typer.Option(None, help="write here instead o
 @cli.command("dev-cert")
 def dev_cert(directory: Path) -> None:
     """Write a development CA (ca.pem) and server certificate/key for 127.0.0.1/localhost."""
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
+    from metallo.dev_certificates import make_dev_certificates
 
     paths = make_dev_certificates(directory)
     typer.echo(f"CA certificate: {paths.ca_cert}\nserver certificate: {paths.server_cert}\n"
@@ -185,13 +185,14 @@ async def serve_forever() -> None:
                  if settings.lab_git_operator_token_file else "")
         settings.lab_git_root.mkdir(parents=True, exist_ok=True)
         lab_git = LabGitSettings(root=settings.lab_git_root, operator_token=token)
+    authority = GovernanceAuthority(settings.governance_file)
     app = build_edge(edge_db, settings.database_url, topology,
-                     authority=GovernanceAuthority(settings.governance_file),
+                     authority=authority,
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
                      lab_git=lab_git, draining=lambda: server.should_exit)
     server, sock = build_server(RequestMetrics(app), settings.serve)
-    commands = build_command_server(engine, settings.amqp_url, topology)
+    commands = build_command_server(engine, settings.amqp_url, topology, authority)
     events = build_event_consumer(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
     ops = OpsServer("site_coordination",

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from metallo.devstack.k8s_lab import lab_state
 from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.messaging.topology import Topology
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 K8S_SITE_ID = "lab-k8s"
@@ -114,6 +115,12 @@ def issuer_key(options: Options) -> Path | None:
     return key if options.executor == "slurm" and key.is_file() else None
 
 
+def _commands_queue(owner: str) -> str:
+    """``queue:<owner>.commands``: ready once the service declared its command queue
+    (the stack's topology prefix is added when checking)."""
+    return f"queue:{Topology().command_queue(owner)}"
+
+
 def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     """The components to run and the names of those this checkout cannot run yet.
 
@@ -140,7 +147,7 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             **env,
             "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
             "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
-        }, ready="queue:workload_portfolio.commands")
+        }, ready=_commands_queue("workload_portfolio"))
     execution_core = Component("execution_core", "execution_core", [], {
         **env,
         # Development timing: observe an active Attempt every 2 s (production default 30 s)
@@ -155,9 +162,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS", "0.2"),
         "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS": os.environ.get(
             "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS", "0.2"),
-    }, ready="queue:execution_core.commands")
+    }, ready=_commands_queue("execution_core"))
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
-                                      dict(env), ready="queue:pipeline_coordination.commands")
+                                      dict(env), ready=_commands_queue("pipeline_coordination"))
     runtimes = [runtime_component(layout, options)]
     if options.kubernetes:
         runtimes.append(kubernetes_runtime_component(layout, options))

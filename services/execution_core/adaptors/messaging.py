@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
-from execution_core.application import log_reads, reconcile, requests, results
+from execution_core.application import log_reads, operators, reconcile, requests, results
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
+    OperatorAuthority,
     ProjectAuthority,
     RunStore,
+    SiteDrainStore,
 )
 from execution_core.application.rerun import rerun_run
 from execution_core.application.settings import Settings
@@ -78,6 +80,29 @@ def register_requests(
         return await log_reads.get_run_log_read(
             session, q, store=store, reads=reads, authority=authority
         )
+
+
+def register_operator_requests(
+    server: CommandServer, drains: SiteDrainStore, authority: OperatorAuthority
+) -> None:
+    """Serve the operator requests DrainSite, ResumeSite (commands) and ListSiteDrains,
+    CountActiveRuns (queries) on ``server``."""
+
+    @server.command(pb.DrainSite)
+    async def drain(session, cmd):
+        return await operators.drain_site(session, cmd, drains=drains, authority=authority)
+
+    @server.command(pb.ResumeSite)
+    async def resume(session, cmd):
+        return await operators.resume_site(session, cmd, drains=drains, authority=authority)
+
+    @server.query(pb.ListSiteDrains)
+    async def list_drains(session, q):
+        return await operators.list_site_drains(session, q, drains=drains, authority=authority)
+
+    @server.query(pb.CountActiveRuns)
+    async def count_active(session, q):
+        return await operators.count_active_runs(session, q, drains=drains, authority=authority)
 
 
 def register_events(

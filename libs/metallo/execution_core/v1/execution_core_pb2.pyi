@@ -490,3 +490,77 @@ class RunLogRead(_message.Message):
     size: int
     requested_offset: int
     def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., requested_offset: _Optional[int] = ...) -> None: ...
+
+class CountActiveRuns(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+
+class CountActiveRunsReply(_message.Message):
+    __slots__ = ("active",)
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    active: int
+    def __init__(self, active: _Optional[int] = ...) -> None: ...
+
+class DrainSite(_message.Message):
+    __slots__ = ("metadata", "site_id", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DrainSiteReply(_message.Message):
+    __slots__ = ("drain", "already_draining")
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_DRAINING_FIELD_NUMBER: _ClassVar[int]
+    drain: SiteDrain
+    already_draining: bool
+    def __init__(self, drain: _Optional[_Union[SiteDrain, _Mapping]] = ..., already_draining: _Optional[bool] = ...) -> None: ...
+
+class ResumeSite(_message.Message):
+    __slots__ = ("metadata", "site_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ...) -> None: ...
+
+class ResumeSiteReply(_message.Message):
+    __slots__ = ("site_id", "was_draining", "runs_woken")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAS_DRAINING_FIELD_NUMBER: _ClassVar[int]
+    RUNS_WOKEN_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    was_draining: bool
+    runs_woken: int
+    def __init__(self, site_id: _Optional[str] = ..., was_draining: _Optional[bool] = ..., runs_woken: _Optional[int] = ...) -> None: ...
+
+class SiteDrain(_message.Message):
+    __slots__ = ("site_id", "drained_by", "drained_at", "reason", "active_runs")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_BY_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    drained_by: str
+    drained_at: str
+    reason: str
+    active_runs: int
+    def __init__(self, site_id: _Optional[str] = ..., drained_by: _Optional[str] = ..., drained_at: _Optional[str] = ..., reason: _Optional[str] = ..., active_runs: _Optional[int] = ...) -> None: ...
+
+class ListSiteDrains(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+
+class ListSiteDrainsReply(_message.Message):
+    __slots__ = ("drains",)
+    DRAINS_FIELD_NUMBER: _ClassVar[int]
+    drains: _containers.RepeatedCompositeFieldContainer[SiteDrain]
+    def __init__(self, drains: _Optional[_Iterable[_Union[SiteDrain, _Mapping]]] = ...) -> None: ...
