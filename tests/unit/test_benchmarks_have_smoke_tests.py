@@ -16,7 +16,7 @@ def runnable_benchmarks() -> set[str]:
 
 
 def smoke_tested() -> set[str]:
-    called = re.compile(r'run_benchmark\(\s*"([a-z_]+)"')
+    called = re.compile(r'run_benchmark\(\s*"([a-z0-9_]+)"')
     return {name for p in (ROOT / "tests").rglob("test_*.py")
             for name in called.findall(p.read_text())}
 
