@@ -343,7 +343,7 @@ async def test_pipeline_run_wait_and_exit_codes(amqp_url, topology):
         listed = await cli("pipeline", "list", "-o", "json")
     assert ok.code == 0, ok.stderr
     assert json.loads(ok.stdout)["pipeline"]["state"] == "succeeded"
-    assert "step 2/2 evaluate" in ok.stderr
+    assert "2 steps: 1 succeeded, 1 active · step 2 evaluate launched" in ok.stderr
     start = s.received[0]
     assert start.repository_url == "https://git.example/demo.git" and start.branch == "main"
     assert list(start.actions) == []  # Run all in order

@@ -97,9 +97,18 @@ def graph_tree(pipeline) -> Tree:
 def counts_text(pipeline) -> str:
     """``4 steps: 2 succeeded, 1 failed, 1 skipped`` (zero counts left out)."""
     c = pipeline.counts
-    parts = [f"{getattr(c, name)} {name}" for name in ("succeeded", "active", "waiting", "failed",
-                                                         "cancelled", "skipped") if getattr(c, name)]
-    text = f"{c.total} steps: " + ", ".join(parts) if c.total else "no steps yet"
+    names = ("succeeded", "active", "waiting", "failed", "cancelled", "skipped")
+    if c.total:
+        total, counted = c.total, {name: getattr(c, name) for name in names}
+    else:  # an owner that sends no counts: count the steps themselves
+        total = len(pipeline.steps)
+        counted = {name: 0 for name in names}
+        for s in pipeline.steps:
+            name = s.state if s.state in counted else ("waiting" if s.state in ("", "pending")
+                                                       else "active")
+            counted[name] += 1
+    parts = [f"{counted[name]} {name}" for name in names if counted[name]]
+    text = f"{total} steps: " + ", ".join(parts) if total else "no steps yet"
     if pipeline.partial:
         text += " — partial failure"
     return text
