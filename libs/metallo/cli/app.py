@@ -30,3 +30,20 @@ def add_dev_group() -> None:
 
 
 add_dev_group()
+
+
+def command():
+    """The command tree as it runs: Typer's Click command for :data:`app`, with every
+    flag (``--help``, ``--wait``, …) shown in help without a value type — a flag takes
+    no value, so ``--help <bool>`` would tell the reader to type one."""
+    root = typer.main.get_command(app)
+    _hide_flag_types(root, typer.Context(root, info_name="metallo"))
+    return root
+
+
+def _hide_flag_types(command, ctx) -> None:
+    for param in command.get_params(ctx):  # includes the help option
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for name, sub in getattr(command, "commands", {}).items():
+        _hide_flag_types(sub, typer.Context(sub, info_name=name, parent=ctx))

@@ -17,6 +17,7 @@ from metallo.cli.render import (
     as_dict,
     err,
     key_value_table,
+    next_page_command,
     out,
     print_error,
     print_json,
@@ -286,4 +287,5 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
                       timestamp(p.created_at))
     print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
-        out.print(f"more: --page-token {reply.page.next_page_token}")
+        out.print("more: " + next_page_command("metallo pipeline list", reply.page.next_page_token, {
+            "--project": who.project, "--state": state, "--limit": limit}), highlight=False)
