@@ -219,10 +219,17 @@ async def test_a_moved_branch_revises_and_leaves_the_saved_revision_unchanged(st
 
 
 async def test_permission_is_checked_against_the_current_governance_file(stack):
-    for member, project in (("m-zed", "demo"), ("m-bob", "demo"), ("m-nobody", "demo"), ("m-alice", "nope")):
+    for member, project, outside in (("m-zed", "demo", True), ("m-bob", "demo", False),
+                                     ("m-nobody", "demo", True)):
         with pytest.raises(Rejected) as exc:
             await stack.prepare("train", member=member, project=project)
         assert exc.value.code == "permission-denied", (member, project)
+        assert ("not a member of Project demo" in exc.value.message) is outside
+    # A Project the governance file does not know is named as such, and no other is.
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare("train", member="m-alice", project="nope")
+    assert exc.value.code == "project-not-found"
+    assert exc.value.message == "Project nope is unknown to the Project authority"
     assert await stack.revisions() == 0
     carol = await stack.prepare("train", member="m-carol")  # runs.launch also allows preparing
     assert carol.created

@@ -58,7 +58,7 @@ def error_document(error: CliError) -> dict[str, dict[str, str | int]]:
 NOT_FOUND_CODES = frozenset({
     "not-found", "repository-not-found", "branch-not-found", "commit-not-found",
     "file-not-found", "action-not-found", "run-not-found", "pipeline-not-found",
-    "workload-not-found", "grant-not-found",
+    "workload-not-found", "grant-not-found", "project-not-found",
 })
 
 # What to do next for well-known rejection codes (seed words; docs of each service).
@@ -67,6 +67,9 @@ HINTS = {
                            "queued (`metallo run logs RUN --follow` waits for that)",
     "permission-denied": "check --member/--project (METALLO_MEMBER, METALLO_PROJECT); a Project "
                          "maintainer grants capabilities in the governance file",
+    "project-not-found": "check --project (METALLO_PROJECT, or `project` in the config file): "
+                         "use the id of a Project you belong to — ask its maintainer, or see "
+                         "the governance file in development (docs/governance.md)",
     "governance-unavailable": "the governance file is invalid or unreadable; an operator must fix "
                               "it (see docs/governance.md), then retry",
     "invalid-argument": "correct the argument named in the message and run the command again",
