@@ -64,6 +64,10 @@ class ProbedSource:
         self.checked_out.append(self.engine.pool.checkedout())
         return await self.inner.read_file(repository_url, **kw)
 
+    async def list_branches(self, repository_url):
+        self.checked_out.append(self.engine.pool.checkedout())
+        return await self.inner.list_branches(repository_url)
+
 
 class Stack:
     def __init__(self, client, engine, repo: Path, governance: Path, events: asyncio.Queue, source):
@@ -306,3 +310,35 @@ async def test_prepare_branch_in_file_order_and_list_workloads_paginated(stack):
     empty = await stack.client.request(wp.ListWorkloads(
         metadata=common_pb2.QueryMetadata(acting_member="m-zed", project="other")), timeout=30)
     assert list(empty.workloads) == [] and empty.page.next_page_token == ""
+
+
+async def test_branches_are_listed_for_who_may_prepare_or_read_outside_a_transaction(stack):
+    from tests.unit.workload_portfolio_repos import git
+
+    git(stack.repo, "branch", "dev")
+    tip = git(stack.repo, "rev-parse", "HEAD")
+
+    async def branches(member="m-alice", project="demo", url=None):
+        return await stack.client.request(wp.ListBranches(
+            metadata=common_pb2.QueryMetadata(acting_member=member, project=project),
+            repository_url=url if url is not None else str(stack.repo)), timeout=30)
+
+    for member in ("m-alice", "m-bob", "m-carol"):  # prepare, runs.read, runs.launch
+        reply = await branches(member)
+        assert [(b.name, b.commit) for b in reply.branches] == [("dev", tip), ("main", tip)]
+        assert reply.default_branch == "main" and not reply.truncated
+    assert set(stack.source.checked_out) == {0}  # git ran with no connection held
+    for member, project, code in (("m-zed", "demo", "permission-denied"),
+                                  ("m-alice", "nope", "project-not-found")):
+        with pytest.raises(Rejected) as exc:
+            await branches(member, project)
+        assert exc.value.code == code
+    with pytest.raises(Rejected) as exc:
+        await branches(url=str(stack.repo.parent / "missing"))
+    assert exc.value.code == "repository-not-found"
+    with pytest.raises(Rejected) as exc:
+        await branches(url="ssh://example.org/x.git")
+    assert exc.value.code == "invalid-argument"
+    # Refused access never reached git: three reads, the missing one and the ssh URL
+    # (which the git adapter refuses before running git).
+    assert len(stack.source.checked_out) == 5

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from metallo.cli import actions, grants, pipelines, runs
+from metallo.cli import actions, grants, pipelines, repos, runs
 
 EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
           "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
@@ -19,6 +19,7 @@ site.add_typer(grants.app, name="grant")
 app.add_typer(actions.app, name="action")
 app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(runs.app, name="run")
+app.add_typer(repos.app, name="repo")
 app.add_typer(site, name="site")
 
 

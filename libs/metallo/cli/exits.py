@@ -81,7 +81,7 @@ HINTS = {
                           "(check the repository URL, the network and the server's TLS "
                           "certificate — METALLO_GIT_CA_FILE), then run the command again",
     "repository-not-found": "check the repository URL (and that the platform may read it)",
-    "branch-not-found": "check --branch; `git ls-remote REPO` lists the branches",
+    "branch-not-found": "check --branch; `metallo repo branches REPO` lists the branches",
     "commit-not-found": "check the commit; it must be pushed to the repository",
     "file-not-found": "add actions.yaml at the repository root (docs/actions.md) and push",
     "action-not-found": "check the action name; `python -m workload_portfolio check actions.yaml` "
@@ -110,7 +110,13 @@ def rejection_exit(code: str) -> Exit:
     return Exit.NOT_FOUND if code in NOT_FOUND_CODES else Exit.USAGE
 
 
-def rejection_hint(code: str) -> str:
-    """What to do after a rejection with ``code`` (a generic hint for unknown codes)."""
-    return HINTS.get(code, "read the message above, correct the request and run it again; "
+def rejection_hint(code: str, repository: str = "") -> str:
+    """What to do after a rejection with ``code`` (a generic hint for unknown codes);
+    ``repository``, when the request named one, replaces REPO in the hint's command."""
+    hint = HINTS.get(code, "read the message above, correct the request and run it again; "
                            "the code is documented in docs/runs.md and docs/actions.md")
+    if repository:
+        import shlex
+
+        hint = hint.replace("REPO`", f"{shlex.quote(repository)}`")
+    return hint

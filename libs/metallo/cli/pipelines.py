@@ -68,7 +68,8 @@ def refusal_error(pipeline) -> CliError | None:
         return None
     why = ": ".join(t for t in (pipeline.reason_code, pipeline.message) if t) or "no reason given"
     return CliError(f"Pipeline {pipeline.pipeline_id} failed before any step launched: {why}",
-                    rejection_hint(pipeline.reason_code), pipeline_exit(pipeline),
+                    rejection_hint(pipeline.reason_code, pipeline.repository_url),
+                    pipeline_exit(pipeline),
                     code=pipeline.reason_code)
 
 
