@@ -5,7 +5,7 @@
 | 0 | succeeded (or the read found what was asked) |
 | 1 | the Run or Pipeline failed or was cancelled |
 | 2 | usage or validation error: the request was refused and nothing changed |
-| 3 | not found (Run, Pipeline, repository, branch, action, grant) |
+| 3 | not found (Run, Pipeline, repository, branch, action, grant, Project) |
 | 4 | outcome uncertain: no answer in time, or the platform could not be reached |
 
 Every :class:`CliError` carries a ``hint``: what to do next. With ``--output json``
