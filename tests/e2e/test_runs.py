@@ -87,10 +87,19 @@ def test_a_failing_action_reports_its_exit_and_logs(repository):
 
 
 def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
+    import threading
+
     run_id = launch(repository, "epochs")
     follower = subprocess.Popen([*METALLO, "run", "logs", run_id, "--follow"], cwd=ROOT,
                                 env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
+    # stderr is drained beside stdout; a follow that has not ended in 240 s is stopped,
+    # and the failure shows what it said.
+    said: list[str] = []
+    drain = threading.Thread(target=lambda: said.append(follower.stderr.read()), daemon=True)
+    drain.start()
+    watchdog = threading.Timer(240, follower.kill)
+    watchdog.start()
     try:
         first = ""
         for line in follower.stdout:  # the stage runner's own lines come first
@@ -100,10 +109,16 @@ def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
         # The first epoch arrived while the action still ran (it takes 12 s).
         assert first.endswith("epoch 1: loss 1.000 ✓\n"), first
         assert metallo("run", "show", run_id, "--output", "json").json()["phase"] != "terminal"
-        rest, errors = follower.communicate(timeout=360)
+        # Read on through the same buffered stream (lines the loop above buffered are
+        # in it, not in the pipe any more).
+        rest = follower.stdout.read()
+        follower.wait(timeout=60)
     finally:
+        watchdog.cancel()
         follower.kill()
-    assert follower.returncode == 0, errors  # the Run succeeded
+        drain.join(timeout=30)
+    errors = "".join(said)
+    assert follower.returncode == 0, (errors, metallo("run", "show", run_id).stdout)
     expected = "".join(f"epoch {e}: loss {1 / e:.3f} ✓\n" for e in range(1, 9))
     printed = [line for line in (first + rest).splitlines(True) if not line.startswith("[metallo ")]
     assert "".join(printed) == expected  # every line once, in order, nothing cut
