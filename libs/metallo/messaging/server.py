@@ -9,6 +9,7 @@ input it is an ``idempotency-conflict`` rejection. A handler raising
 replied (a ``transient`` one is replied, not saved). Any other exception is retried, then dead-lettered.
 
 Queries run read-only and are replied directly (no outbox: they change nothing).
+A command's or query's ``before`` step (e.g. a git read) runs outside any transaction.
 """
 
 from __future__ import annotations
