@@ -46,7 +46,9 @@ class Component:
     module: str
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    ready: str = "process"          # process | queue:<name> | https:<url>
+    # process | queue:<name> (consumed: a command server consumes its queries queue last,
+    # so that one tells its commands and queries are both served) | https:<url>
+    ready: str = "process"
 
     def argv(self) -> list[str]:
         """The command line: this interpreter, ``-m <module>`` and the arguments."""
@@ -121,7 +123,7 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             **env,
             "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
             "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
-        }, ready="queue:workload_portfolio.commands")
+        }, ready="queue:workload_portfolio.queries")
     execution_core = Component("execution_core", "execution_core", [], {
         **env,
         # Development timing: observe an active Attempt every 2 s (production default 30 s)
@@ -136,9 +138,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS", "0.2"),
         "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS": os.environ.get(
             "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS", "0.2"),
-    }, ready="queue:execution_core.commands")
+    }, ready="queue:execution_core.queries")
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
-                                      dict(env), ready="queue:pipeline_coordination.commands")
+                                      dict(env), ready="queue:pipeline_coordination.queries")
     runtime = runtime_component(layout, options)
     components, missing = [], []
     for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):
