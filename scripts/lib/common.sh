@@ -5,8 +5,35 @@ METALLO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV="$METALLO_ROOT/.venv"
 PY="$VENV/bin/python"
 
-log() { printf '\033[1m[metallo]\033[0m %s\n' "$*" >&2; }
-die() { printf '\033[31m[metallo] error:\033[0m %s\n' "$*" >&2; exit 1; }
+# Colour only for a person reading a terminal: a redirected stderr (`2> file`, CI logs)
+# gets plain text, and NO_COLOR (any value, https://no-color.org) turns colour off.
+say_colour() { # sgr-code label text...: "label text" on stderr, label in colour
+  local sgr=$1 label=$2; shift 2
+  if [ -t 2 ] && [ -z "${NO_COLOR+set}" ]; then
+    printf '\033[%sm%s\033[0m %s\n' "$sgr" "$label" "$*" >&2
+  else
+    printf '%s %s\n' "$label" "$*" >&2
+  fi
+}
+log() { say_colour 1 '[metallo]' "$@"; }
+error() { say_colour 31 '[metallo] error:' "$@"; }
+die() { error "$@"; exit 1; }
+
+# Run `"$PY" -m pip install ARGS...` with its output kept in a temporary file: shown
+# only when pip fails (then the caller's die names what failed). A machine's pip
+# configuration may print many warnings on success; they are not the user's concern.
+pip_install() {
+  local captured rc=0
+  captured=$(mktemp "${TMPDIR:-/tmp}/metallo-pip.XXXXXX")
+  "$PY" -m pip install "$@" >"$captured" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    printf '%s\n' "--- pip's output (pip install $*) ---" >&2
+    cat "$captured" >&2
+    printf '%s\n' "--- end of pip's output ---" >&2
+  fi
+  rm -f "$captured"
+  return "$rc"
+}
 
 # Create .venv and install the project with its dev extra when pyproject.toml changed.
 ensure_venv() {
@@ -17,9 +44,9 @@ ensure_venv() {
     python3 -m venv "$VENV" || die "python3 -m venv failed: install python3-venv (apt-get install python3-venv)"
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing Metallo and its dev tools into .venv (first run takes a minute)"
-    "$PY" -m pip install -q --upgrade pip >/dev/null
-    "$PY" -m pip install -q -e "$METALLO_ROOT[dev]" || die "pip install failed (see above)"
+    log "installing Metallo and its dev tools into .venv (first run takes a minute; pip's output is shown only if it fails)"
+    pip_install -q --upgrade pip || die "upgrading pip in $VENV failed (pip's output above)"
+    pip_install -q -e "$METALLO_ROOT[dev]" || die "pip install failed (pip's output above)"
     echo "$want" > "$stamp"
   fi
 }

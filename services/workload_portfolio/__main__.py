@@ -1,7 +1,8 @@
 """``python -m workload_portfolio`` — wiring of the Workload Portfolio.
 
 - ``serve`` (default): migrate the database, then run the CommandServer
-  (PrepareAction, PrepareBranch, GetWorkloadRevision, ListWorkloads) and the
+  (PrepareAction, PrepareBranch, GetWorkloadRevision, ListWorkloads,
+  ListBranches) and the
   OutboxRelay until SIGTERM/SIGINT. Settings: ``adaptors/settings.py``.
 - ``migrate``: only the migrations.
 - ``check FILE``: validate an actions.yaml locally and print every problem.

@@ -18,7 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 METALLO = [sys.executable, "-m", "metallo.cli"]
-ENV = {**os.environ, "METALLO_MEMBER": "m-alice", "METALLO_PROJECT": "demo",
+# The tests act in their own Project (examples/governance.yaml, `e2e`): the dev stack's
+# databases are the machine's, and a member's `metallo run list` in `demo` must show
+# only their own work, not the suite's.
+PROJECT = "e2e"
+ENV = {**os.environ, "METALLO_MEMBER": "m-alice", "METALLO_PROJECT": PROJECT,
        "METALLO_TOPOLOGY_PREFIX": "", "COLUMNS": "200"}
 
 

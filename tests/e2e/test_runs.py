@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import ENV, METALLO, ROOT, metallo, publish
+from tests.e2e.conftest import ENV, METALLO, PROJECT, ROOT, metallo, publish
 
 pytestmark = pytest.mark.e2e
 
@@ -87,10 +87,19 @@ def test_a_failing_action_reports_its_exit_and_logs(repository):
 
 
 def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
+    import threading
+
     run_id = launch(repository, "epochs")
     follower = subprocess.Popen([*METALLO, "run", "logs", run_id, "--follow"], cwd=ROOT,
                                 env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
+    # stderr is drained beside stdout; a follow that has not ended in 240 s is stopped,
+    # and the failure shows what it said.
+    said: list[str] = []
+    drain = threading.Thread(target=lambda: said.append(follower.stderr.read()), daemon=True)
+    drain.start()
+    watchdog = threading.Timer(240, follower.kill)
+    watchdog.start()
     try:
         first = ""
         for line in follower.stdout:  # the stage runner's own lines come first
@@ -100,11 +109,47 @@ def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
         # The first epoch arrived while the action still ran (it takes 12 s).
         assert first.endswith("epoch 1: loss 1.000 ✓\n"), first
         assert metallo("run", "show", run_id, "--output", "json").json()["phase"] != "terminal"
-        rest, errors = follower.communicate(timeout=360)
+        # Read on through the same buffered stream (lines the loop above buffered are
+        # in it, not in the pipe any more).
+        rest = follower.stdout.read()
+        follower.wait(timeout=60)
     finally:
+        watchdog.cancel()
         follower.kill()
-    assert follower.returncode == 0, errors  # the Run succeeded
+        drain.join(timeout=30)
+    errors = "".join(said)
+    assert follower.returncode == 0, (errors, metallo("run", "show", run_id).stdout)
     expected = "".join(f"epoch {e}: loss {1 / e:.3f} ✓\n" for e in range(1, 9))
     printed = [line for line in (first + rest).splitlines(True) if not line.startswith("[metallo ")]
     assert "".join(printed) == expected  # every line once, in order, nothing cut
     assert f"Run {run_id} succeeded" in errors
+
+
+def test_the_suites_runs_stay_in_its_own_project_and_a_wrong_one_is_named(repository):
+    run_id = launch(repository, "broken")
+    ours = metallo("run", "list", "--limit", "200", "--output", "json").json()
+    assert run_id in [r["run_id"] for r in ours["runs"]]
+    assert all(r["project"] == PROJECT for r in ours["runs"])
+    demo = metallo("run", "list", "--project", "demo", "--limit", "200", "--output", "json")
+    assert demo.code == 0, demo.stderr
+    assert run_id not in [r["run_id"] for r in demo.json()["runs"]]
+    unknown = metallo("run", "list", "--project", "no-such-project", "--output", "json")
+    error = unknown.json()["error"]
+    assert unknown.code == 3 and error["code"] == "project-not-found"
+    assert "no-such-project" in error["message"] and "demo" not in error["message"]
+    metallo("run", "wait", run_id, "--quiet", "--timeout", "300", timeout=360)
+
+
+def test_a_missing_branch_points_at_the_branch_list_which_works(repository):
+    refused = metallo("action", "run", repository, "broken", "--branch", "nob", "--output", "json")
+    error = refused.json()["error"]
+    assert refused.code == 3 and error["code"] == "branch-not-found"
+    command = f"metallo repo branches {repository}"
+    assert f"`{command}`" in error["hint"]
+    # The suggested command answers against the lab Git server (its CA, its credential).
+    listed = metallo(*command.split()[1:], "--output", "json")
+    assert listed.code == 0, listed.stderr
+    assert [b["name"] for b in listed.json()["branches"]] == ["main"]
+    assert listed.json()["default_branch"] == "main"
+    table = metallo(*command.split()[1:])
+    assert table.code == 0 and "main" in table.stdout and "default" in table.stdout

@@ -28,9 +28,11 @@ async def test_refused_permission_changes_nothing(make_stack):
     with pytest.raises(Rejected) as exc:
         await stack.launch(member="m-bob")  # runs.read only
     assert exc.value.code == "permission-denied"
+    assert "not a member" not in exc.value.message  # a member, without runs.launch
     with pytest.raises(Rejected) as exc:
         await stack.launch(member="m-mallory")  # not a member
     assert exc.value.code == "permission-denied"
+    assert "(not a member of Project demo)" in exc.value.message
     reply = await stack.client.request(pb.ListRuns(metadata=query_meta("m-bob")), timeout=15)
     assert list(reply.runs) == []
 
@@ -41,11 +43,13 @@ async def test_refused_permission_changes_nothing(make_stack):
     with pytest.raises(Rejected) as exc:
         await stack.get(run_id, member="m-mallory")
     assert exc.value.code == "permission-denied"
-    with pytest.raises(Rejected) as exc:
-        await stack.client.request(
-            pb.GetRun(metadata=query_meta(project="other"), run_id=run_id), timeout=15
-        )
-    assert exc.value.code == "permission-denied"
+    # A Project the governance file does not know: said so, naming no other Project.
+    for request in (pb.GetRun(metadata=query_meta(project="other"), run_id=run_id),
+                    pb.ListRuns(metadata=query_meta(project="other"))):
+        with pytest.raises(Rejected) as exc:
+            await stack.client.request(request, timeout=15)
+        assert exc.value.code == "project-not-found"
+        assert exc.value.message == "Project other is unknown to the Project authority"
     assert (await stack.get(run_id, member="m-bob")).run_id == run_id  # runs.read suffices to read
 
     # The permission is asked afresh: removing it from the governance file refuses the next launch.

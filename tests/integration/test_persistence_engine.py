@@ -70,7 +70,8 @@ async def test_checkout_sends_nothing_to_the_server(pool):
 
 
 
-async def test_a_service_warns_at_start_when_autovacuum_cannot_run(make_database, caplog):
+async def test_a_service_warns_at_start_when_autovacuum_cannot_run(make_database, caplog,
+                                                                   monkeypatch):
     # Without autovacuum, leases and outbox rows leave dead rows and stale statistics
     # behind (docs/operators.md). track_counts off (settable per database) stops
     # autovacuum whatever its own setting, so the warning can be forced here.
@@ -90,5 +91,6 @@ async def test_a_service_warns_at_start_when_autovacuum_cannot_run(make_database
         await admin.close()
     assert await autovacuum_is_on(url) is False
     caplog.set_level("WARNING", logger="metallo.persistence.migrations")
+    monkeypatch.setattr("metallo.persistence.migrations._warned_servers", set())  # a new process
     await migrate(url, MIGRATIONS)
     assert "autovacuum is off" in caplog.text

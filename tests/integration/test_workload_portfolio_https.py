@@ -119,3 +119,23 @@ async def test_https_without_the_credential_is_refused_without_prompting(https_g
                                path="actions.yaml", max_bytes=10**6)
     assert exc.value.code == "repository-not-found"
     assert SECRET not in exc.value.message
+
+
+async def test_https_branches_with_the_credential_and_refused_without(https_git):
+    host, ca_file, repo, handler = https_git
+    git(repo, "branch", "dev")
+    git(repo, "branch", "feature/x")
+    url = f"https://{host}/lab/models"
+    creds = HostCredentials({host: Credential(USER, SECRET)})
+    source = GitSourceControl(timeout_seconds=30, credentials=creds, ca_file=ca_file)
+    found = await source.list_branches(url)
+    tip = git(repo, "rev-parse", "HEAD")
+    assert found.branches == (("dev", tip), ("feature/x", tip), ("main", tip))
+    assert found.default_branch == "main" and found.truncated is False
+    with pytest.raises(SourceError) as exc:
+        await source.list_branches(f"https://{host}/lab/missing")
+    assert exc.value.code == "repository-not-found"
+    anonymous = GitSourceControl(timeout_seconds=30, ca_file=ca_file)
+    with pytest.raises(SourceError) as exc:
+        await anonymous.list_branches(url)
+    assert exc.value.code == "repository-not-found" and SECRET not in exc.value.message

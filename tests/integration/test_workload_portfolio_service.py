@@ -65,6 +65,10 @@ class ProbedSource:
         self.checked_out.append(self.engine.pool.checkedout())
         return await self.inner.read_file(repository_url, **kw)
 
+    async def list_branches(self, repository_url):
+        self.checked_out.append(self.engine.pool.checkedout())
+        return await self.inner.list_branches(repository_url)
+
 
 class Stack:
     def __init__(self, client, engine, repo: Path, governance: Path, events: asyncio.Queue, source):
@@ -221,10 +225,17 @@ async def test_a_moved_branch_revises_and_leaves_the_saved_revision_unchanged(st
 
 
 async def test_permission_is_checked_against_the_current_governance_file(stack):
-    for member, project in (("m-zed", "demo"), ("m-bob", "demo"), ("m-nobody", "demo"), ("m-alice", "nope")):
+    for member, project, outside in (("m-zed", "demo", True), ("m-bob", "demo", False),
+                                     ("m-nobody", "demo", True)):
         with pytest.raises(Rejected) as exc:
             await stack.prepare("train", member=member, project=project)
         assert exc.value.code == "permission-denied", (member, project)
+        assert ("not a member of Project demo" in exc.value.message) is outside
+    # A Project the governance file does not know is named as such, and no other is.
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare("train", member="m-alice", project="nope")
+    assert exc.value.code == "project-not-found"
+    assert exc.value.message == "Project nope is unknown to the Project authority"
     assert await stack.revisions() == 0
     carol = await stack.prepare("train", member="m-carol")  # runs.launch also allows preparing
     assert carol.created
@@ -320,3 +331,35 @@ async def test_policy_refusals_change_nothing(stack):
     assert len(problems) == 1 and problems[0].startswith(
         "actions.yaml:9:9: actions.a.runtime.environment.LD_PRELOAD: LD_PRELOAD is forbidden")
     assert await stack.revisions() == 0
+
+
+async def test_branches_are_listed_for_who_may_prepare_or_read_outside_a_transaction(stack):
+    from tests.unit.workload_portfolio_repos import git
+
+    git(stack.repo, "branch", "dev")
+    tip = git(stack.repo, "rev-parse", "HEAD")
+
+    async def branches(member="m-alice", project="demo", url=None):
+        return await stack.client.request(wp.ListBranches(
+            metadata=common_pb2.QueryMetadata(acting_member=member, project=project),
+            repository_url=url if url is not None else str(stack.repo)), timeout=30)
+
+    for member in ("m-alice", "m-bob", "m-carol"):  # prepare, runs.read, runs.launch
+        reply = await branches(member)
+        assert [(b.name, b.commit) for b in reply.branches] == [("dev", tip), ("main", tip)]
+        assert reply.default_branch == "main" and not reply.truncated
+    assert set(stack.source.checked_out) == {0}  # git ran with no connection held
+    for member, project, code in (("m-zed", "demo", "permission-denied"),
+                                  ("m-alice", "nope", "project-not-found")):
+        with pytest.raises(Rejected) as exc:
+            await branches(member, project)
+        assert exc.value.code == code
+    with pytest.raises(Rejected) as exc:
+        await branches(url=str(stack.repo.parent / "missing"))
+    assert exc.value.code == "repository-not-found"
+    with pytest.raises(Rejected) as exc:
+        await branches(url="ssh://example.org/x.git")
+    assert exc.value.code == "invalid-argument"
+    # Refused access never reached git: three reads, the missing one and the ssh URL
+    # (which the git adapter refuses before running git).
+    assert len(stack.source.checked_out) == 5

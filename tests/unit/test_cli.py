@@ -368,7 +368,7 @@ async def test_pipeline_refused_before_any_step_exits_like_the_refused_request(a
         missing = await cli("pipeline", "show", "p-1", "--wait")
     assert invalid.code == 2  # as `metallo action run` on that branch
     assert "actions-invalid" in invalid.stderr and "python -m workload_portfolio check" in invalid.stderr
-    assert missing.code == 3 and "git ls-remote" in missing.stderr
+    assert missing.code == 3 and "`metallo repo branches REPO`" in missing.stderr
 
 
 async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, topology):

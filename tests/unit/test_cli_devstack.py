@@ -189,3 +189,35 @@ async def test_a_failing_hook_stops_the_start(layout):
     final = state(layout)
     assert final["status"] == "stopped" and final["components"]["second"]["pid"] is None
     assert "before starting second: RuntimeError: permission-denied" in layout.stack_log.read_text()
+
+
+async def test_a_service_is_ready_once_its_queries_queue_is_consumed(layout, amqp_url, namespace):
+    # A durable queue outlives the stack that declared it: only a consumer on it says the
+    # service serves. A command server consumes its queries queue last.
+    import aio_pika
+
+    components, _missing = plan(layout, Options(executor="local"))
+    served = {c.name: c.ready for c in components if c.ready.startswith("queue:")}
+    assert served, "no queue-served service in this checkout"
+    assert all(ready == f"queue:{name}.queries" for name, ready in served.items())
+
+    component = Component("workload_portfolio", "workload_portfolio", [],
+                          ready="queue:workload_portfolio.queries")
+    supervisor = sup.Supervisor(layout, Options(executor="local", amqp_url=amqp_url,
+                                                topology_prefix=namespace),
+                                [component], [], {}, echo=False)
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        assert await supervisor._ready(component) is False  # no queue yet
+        queue = await channel.declare_queue(f"{namespace}workload_portfolio.queries",
+                                            auto_delete=True)
+        assert await supervisor._ready(component) is False  # left over, nobody consumes
+        async def ignore(_message) -> None:
+            return None
+
+        tag = await queue.consume(ignore)
+        assert await supervisor._ready(component) is True
+        await queue.cancel(tag)
+    finally:
+        await connection.close()

@@ -255,3 +255,57 @@ async def test_a_closed_pipe_after_the_last_text_still_exits_0_with_json(amqp_ur
         proc.stdout.close()
         await asyncio.to_thread(proc.wait, 30)
         assert proc.returncode == 0, proc.stderr.read()
+
+
+@pytest.fixture
+def dev_stack_running(tmp_path, monkeypatch):
+    """A dev stack state as ``metallo dev up`` leaves it (METALLO_DEV_STATE), with a live
+    process standing for its supervisor; call it with the executor it runs."""
+    import subprocess
+    import sys
+
+    state = tmp_path / "dev"
+    state.mkdir()
+    monkeypatch.setenv("METALLO_DEV_STATE", str(state))
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                                   "metallo.devstack"])
+
+    def running(executor: str) -> None:
+        (state / "state.json").write_text(json.dumps({"pid": supervisor.pid,
+                                                      "executor": executor}))
+
+    yield running
+    supervisor.kill()
+    supervisor.wait()
+
+
+@pytest.mark.parametrize(("running", "other"), [("slurm", "local"), ("local", "slurm"),
+                                                (None, None)])
+async def test_a_log_another_executor_keeps_names_the_command_to_switch(
+    amqp_url, topology, dev_stack_running, running, other
+):
+    if running:
+        dev_stack_running(running)
+    run = ec.Run(run_id=RUN_ID, project="demo", phase="terminal", outcome="succeeded")
+    attempt = run.attempts.add(number=1, state="succeeded")
+    attempt.native_jobs.add(stage="compute", job_id="4242")  # it ran, elsewhere
+    refused = ec.RunLogRead(read_id="r-1", run_id=RUN_ID, attempt_number=1, stage="compute",
+                            state="refused", reason_code="attempt-not-prepared")
+    handlers = {"GetRun": lambda q: run,
+                "ReadRunLog": lambda c: ec.ReadRunLogReply(read_id="r-1", state="pending"),
+                "GetRunLogRead": lambda q: refused}
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        once = await cli("run", "logs", RUN_ID, "-o", "json")
+        followed = await cli("run", "logs", RUN_ID, "--follow")
+    assert once.code == 3 and followed.code == 3
+    hint = json.loads(once.stdout)["error"]["hint"]
+    assert json.loads(once.stdout)["error"]["code"] == "attempt-not-prepared"
+    if running:
+        assert f"runs the {running} executor" in hint
+        assert f"`metallo dev down && metallo dev up --executor {other}`" in hint
+        assert f"`metallo run logs {RUN_ID}` again" in hint
+    else:  # no dev stack here: both commands, the reader knows which executor ran it
+        assert "`metallo dev up --executor local` or `--executor slurm`" in hint
+    # --follow says the same, not "ended before its Site ran it"
+    assert "has no log" not in followed.stderr
+    assert " ".join(followed.stderr.split()).count("--executor") >= 1

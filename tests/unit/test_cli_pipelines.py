@@ -70,7 +70,7 @@ async def test_run_wait_json_carries_the_error_of_a_refused_pipeline(amqp_url, t
     assert missing.code == 3
     error = json.loads(missing.stdout)["error"]
     assert (error["code"], error["exit_code"]) == ("branch-not-found", 3)
-    assert "git ls-remote" in error["hint"]
+    assert "`metallo repo branches https://git.example/demo.git` lists" in error["hint"]
 
 
 async def test_show_wait_json_carries_the_error_only_when_waiting(amqp_url, topology):

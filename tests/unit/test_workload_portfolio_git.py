@@ -149,3 +149,17 @@ async def test_the_repository_policy_is_applied_before_any_fetch(repo, tmp_path)
         await state.read_file(str(repo), branch="main", commit=None, path="actions.yaml",
                               max_bytes=100)
     assert exc.value.code == "repository-in-platform-state"
+
+
+def test_ls_remote_output_becomes_the_bounded_sorted_branch_list():
+    from workload_portfolio.adaptors.git_source import parse_ls_remote
+
+    a, b = "a" * 40, "b" * 40
+    text = (f"ref: refs/heads/trunk\tHEAD\n{a}\tHEAD\n{b}\trefs/heads/zeta\n"
+            f"{a}\trefs/heads/trunk\n{a}\trefs/heads/alpha\nnot-a-commit\trefs/heads/odd\n")
+    found = parse_ls_remote(text, limit=2)
+    assert found.branches == (("alpha", a), ("trunk", a)) and found.truncated
+    assert found.default_branch == "trunk"
+    whole = parse_ls_remote(text)
+    assert [n for n, _ in whole.branches] == ["alpha", "trunk", "zeta"] and not whole.truncated
+    assert parse_ls_remote("").branches == () and parse_ls_remote("").default_branch == ""

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     """:func:`main` without the log quieting: runs the command tree, maps every failure."""
-    from metallo.cli.app import app
+    from metallo.cli.app import command
 
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(args)
@@ -74,7 +74,7 @@ def _main(argv: list[str] | None) -> int:
         return int(error.exit_code)
 
     try:
-        result = app(args, prog_name="metallo", standalone_mode=False)
+        result = command()(args, prog_name="metallo", standalone_mode=False)
     except CliError as error:
         return report(error)
     except typer.Exit as done:

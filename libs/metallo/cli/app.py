@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from metallo.cli import actions, grants, pipelines, runs, sites
+from metallo.cli import actions, grants, pipelines, repos, runs, sites
 
 EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
           "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
@@ -22,6 +22,7 @@ for _name, _command in sites.COMMANDS:
 app.add_typer(actions.app, name="action")
 app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(runs.app, name="run")
+app.add_typer(repos.app, name="repo")
 app.add_typer(site, name="site")
 
 
@@ -33,3 +34,20 @@ def add_dev_group() -> None:
 
 
 add_dev_group()
+
+
+def command():
+    """The command tree as it runs: Typer's Click command for :data:`app`, with every
+    flag (``--help``, ``--wait``, …) shown in help without a value type — a flag takes
+    no value, so ``--help <bool>`` would tell the reader to type one."""
+    root = typer.main.get_command(app)
+    _hide_flag_types(root, typer.Context(root, info_name="metallo"))
+    return root
+
+
+def _hide_flag_types(command, ctx) -> None:
+    for param in command.get_params(ctx):  # includes the help option
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for name, sub in getattr(command, "commands", {}).items():
+        _hide_flag_types(sub, typer.Context(sub, info_name=name, parent=ctx))

@@ -5,7 +5,7 @@
 | 0 | succeeded (or the read found what was asked) |
 | 1 | the Run or Pipeline failed or was cancelled |
 | 2 | usage or validation error: the request was refused and nothing changed |
-| 3 | not found (Run, Pipeline, repository, branch, action, grant) |
+| 3 | not found (Run, Pipeline, repository, branch, action, grant, Project) |
 | 4 | outcome uncertain: no answer in time, or the platform could not be reached |
 
 Every :class:`CliError` carries a ``hint``: what to do next. With ``--output json``
@@ -58,7 +58,7 @@ def error_document(error: CliError) -> dict[str, dict[str, str | int]]:
 NOT_FOUND_CODES = frozenset({
     "not-found", "repository-not-found", "branch-not-found", "commit-not-found",
     "file-not-found", "action-not-found", "run-not-found", "pipeline-not-found",
-    "workload-not-found", "grant-not-found", "site-not-found",
+    "workload-not-found", "grant-not-found", "site-not-found", "project-not-found",
 })
 
 # What to do next for well-known rejection codes (seed words; docs of each service).
@@ -71,6 +71,9 @@ HINTS = {
     "site-not-found": "use a Site id listed in the governance file (or add the Site first)",
     "environment-mismatch": "use the Site's own environment (named in the message)",
     "invalid-duration": "give a lifetime such as 45s, 90m, 12h or 30d (at most 400d)",
+    "project-not-found": "check --project (METALLO_PROJECT, or `project` in the config file): "
+                         "use the id of a Project you belong to — ask its maintainer, or see "
+                         "the governance file in development (docs/governance.md)",
     "governance-unavailable": "the governance file is invalid or unreadable; an operator must fix "
                               "it (see docs/governance.md), then retry",
     "invalid-argument": "correct the argument named in the message and run the command again",
@@ -82,7 +85,7 @@ HINTS = {
                           "(check the repository URL, the network and the server's TLS "
                           "certificate — METALLO_GIT_CA_FILE), then run the command again",
     "repository-not-found": "check the repository URL (and that the platform may read it)",
-    "branch-not-found": "check --branch; `git ls-remote REPO` lists the branches",
+    "branch-not-found": "check --branch; `metallo repo branches REPO` lists the branches",
     "commit-not-found": "check the commit; it must be pushed to the repository",
     "file-not-found": "add actions.yaml at the repository root (docs/actions.md) and push",
     "action-not-found": "check the action name; `python -m workload_portfolio check actions.yaml` "
@@ -115,7 +118,13 @@ def rejection_exit(code: str) -> Exit:
     return Exit.NOT_FOUND if code in NOT_FOUND_CODES else Exit.USAGE
 
 
-def rejection_hint(code: str) -> str:
-    """What to do after a rejection with ``code`` (a generic hint for unknown codes)."""
-    return HINTS.get(code, "read the message above, correct the request and run it again; "
+def rejection_hint(code: str, repository: str = "") -> str:
+    """What to do after a rejection with ``code`` (a generic hint for unknown codes);
+    ``repository``, when the request named one, replaces REPO in the hint's command."""
+    hint = HINTS.get(code, "read the message above, correct the request and run it again; "
                            "the code is documented in docs/runs.md and docs/actions.md")
+    if repository:
+        import shlex
+
+        hint = hint.replace("REPO`", f"{shlex.quote(repository)}`")
+    return hint

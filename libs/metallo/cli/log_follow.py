@@ -60,17 +60,38 @@ def cut_remark(read: ec.RunLogRead) -> str:
     return f"only the last {len(read.text.encode())} bytes of the text are shown"
 
 
+DEV_EXECUTORS = ("local", "slurm")
+
+
+def not_prepared_hint(run_id: str) -> str:
+    """What to do when the Site Runtime answering does not have the Attempt: its logs
+    stay with the Runtime that ran it. When this checkout's dev stack runs, that is most
+    often the same Site run by the other executor, and the hint names the exact commands
+    to switch (``metallo dev up --executor OTHER``)."""
+    from metallo.devstack.control import running_supervisor
+    from metallo.devstack.layout import Layout
+
+    live = running_supervisor(Layout.default())
+    executor = (live or {}).get("executor")
+    if executor in DEV_EXECUTORS:
+        other = next(e for e in DEV_EXECUTORS if e != executor)
+        return (f"this dev stack's Site Runtime runs the {executor} executor and never ran "
+                "this Attempt; its logs stay with the Runtime that ran it. If the "
+                f"{other} executor ran it: `metallo dev down && metallo dev up --executor "
+                f"{other}`, then `metallo run logs {run_id or 'RUN'}` again")
+    return ("the Site Runtime answering for this Site does not have the Attempt: its logs "
+            "stay with the Runtime that ran it (with `metallo dev up`, start the stack with "
+            "the executor that ran it: `metallo dev up --executor local` or `--executor "
+            "slurm`)")
+
+
 def refusal(read: ec.RunLogRead, stage: str) -> CliError:
     """The CliError for a read that did not become ``ready``, with what to do next."""
     if read.state == "pending":
         return CliError(f"the Site did not return the {stage} log in time",
                         "run the same command again later", Exit.UNCERTAIN,
                         code="log-read-timeout")
-    hints = {
-        "attempt-not-prepared": "the Site Runtime answering for this Site does not have the "
-        "Attempt: its logs stay with the Runtime that ran it (with `metallo dev up`, the "
-        "executor the stack ran with then: see `metallo run show`'s native jobs)",
-    }
+    hints = {"attempt-not-prepared": not_prepared_hint(read.run_id)}
     code = read.reason_code or "log-read-refused"
     # The Site does not have the Attempt: nothing to read there (not a usage error).
     exit_code = Exit.NOT_FOUND if code == "attempt-not-prepared" else Exit.USAGE
@@ -148,7 +169,10 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
                 once("(the Site did not answer a read in time; trying again)")
                 await sleep(interval)
                 continue
-            if read.reason_code != "attempt-not-prepared" or not ended_before_read:
+            # An Attempt with native jobs, or that succeeded, ran at its Site: a Runtime
+            # without it is not the one that ran it (another executor), not "no log".
+            ran = bool(current.native_jobs) or current.state == "succeeded"
+            if read.reason_code != "attempt-not-prepared" or not ended_before_read or ran:
                 raise refusal(read, stage)
             # It ended before its Site ran it (refused, or cancelled first): no log.
             note(f"(Attempt {followed} ended before its Site ran it; it has no log)")

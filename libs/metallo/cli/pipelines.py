@@ -18,6 +18,7 @@ from metallo.cli.render import (
     as_dict,
     err,
     key_value_table,
+    next_page_command,
     out,
     print_error,
     print_json,
@@ -71,7 +72,8 @@ def refusal_error(pipeline) -> CliError | None:
         return None
     why = ": ".join(t for t in (pipeline.reason_code, pipeline.message) if t) or "no reason given"
     return CliError(f"Pipeline {pipeline.pipeline_id} failed before any step launched: {why}",
-                    rejection_hint(pipeline.reason_code), pipeline_exit(pipeline),
+                    rejection_hint(pipeline.reason_code, pipeline.repository_url),
+                    pipeline_exit(pipeline),
                     code=pipeline.reason_code)
 
 
@@ -336,4 +338,5 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
                       timestamp(p.created_at))
     print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
-        out.print(f"more: --page-token {reply.page.next_page_token}")
+        out.print("more: " + next_page_command("metallo pipeline list", reply.page.next_page_token, {
+            "--project": who.project, "--state": state, "--limit": limit}), highlight=False)

@@ -104,3 +104,19 @@ def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
 def native_jobs_text(jobs) -> str:
     """``stage-in=101 compute=102 …`` for repeated NativeJob."""
     return " ".join(f"{j.stage}={j.job_id}" for j in jobs)
+
+
+def next_page_command(command: str, token: str, options: dict[str, str | int | bool | None]) -> str:
+    """The whole command that lists the next page, for people to copy: ``command`` (e.g.
+    ``metallo run list``), the ``options`` that shaped this page (``{"--project": "demo",
+    "--active": True, "--outcome": None}``: True is a flag, None/False/"" left out) and
+    ``--page-token TOKEN``; values are shell-quoted."""
+    import shlex
+
+    words = [command]
+    for name, value in options.items():
+        if value is True:
+            words.append(name)
+        elif value not in (None, False, ""):
+            words += [name, shlex.quote(str(value))]
+    return " ".join([*words, "--page-token", shlex.quote(token)])

@@ -17,6 +17,7 @@ from metallo.cli.render import (
     err,
     key_value_table,
     native_jobs_text,
+    next_page_command,
     out,
     print_json,
     print_list_table,
@@ -185,7 +186,9 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
     print_list_table(table, empty=f"no {which} in Project {who.project}"
                      + (" on this page" if page_token else ""))
     if reply.page.next_page_token:
-        out.print(f"more: --page-token {reply.page.next_page_token}")
+        out.print("more: " + next_page_command("metallo run list", reply.page.next_page_token, {
+            "--project": who.project, "--active": active, "--outcome": outcome,
+            "--limit": limit}), highlight=False)
 
 
 @app.command("wait")

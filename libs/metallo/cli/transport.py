@@ -132,7 +132,8 @@ class Platform:
             details = "".join(f"\n  {k}: {v}" for k, v in sorted(exc.details.items())
                               if str(v) not in (exc.message or ""))
             raise CliError(f"{exc.code}: {exc.message or 'refused'}{details}",
-                           rejection_hint(exc.code), rejection_exit(exc.code),
+                           rejection_hint(exc.code, getattr(message, "repository_url", "")),
+                           rejection_exit(exc.code),
                            code=exc.code) from None
         except OutcomeUncertain:
             raise _no_answer(message, timeout or self.conn.timeout_seconds) from None

@@ -55,7 +55,9 @@ class Component:
     module: str
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    ready: str = "process"          # process | queue:<name> | https:<url>
+    # process | queue:<name> (consumed: a command server consumes its queries queue last,
+    # so that one tells its commands and queries are both served) | https:<url>
+    ready: str = "process"
 
     @property
     def ops_url(self) -> str | None:
@@ -115,10 +117,11 @@ def issuer_key(options: Options) -> Path | None:
     return key if options.executor == "slurm" and key.is_file() else None
 
 
-def _commands_queue(owner: str) -> str:
-    """``queue:<owner>.commands``: ready once the service declared its command queue
-    (the stack's topology prefix is added when checking)."""
-    return f"queue:{Topology().command_queue(owner)}"
+def _queries_queue(owner: str) -> str:
+    """``queue:<owner>.queries``: ready once a consumer is attached to the service's
+    query queue, the last one its command server starts (the stack's topology prefix
+    is added when checking)."""
+    return f"queue:{Topology().query_queue(owner)}"
 
 
 def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
@@ -147,7 +150,7 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             **env,
             "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
             "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
-        }, ready=_commands_queue("workload_portfolio"))
+        }, ready=_queries_queue("workload_portfolio"))
     execution_core = Component("execution_core", "execution_core", [], {
         **env,
         # Development timing: observe an active Attempt every 2 s (production default 30 s)
@@ -162,9 +165,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS", "0.2"),
         "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS": os.environ.get(
             "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS", "0.2"),
-    }, ready=_commands_queue("execution_core"))
+    }, ready=_queries_queue("execution_core"))
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
-                                      dict(env), ready=_commands_queue("pipeline_coordination"))
+                                      dict(env), ready=_queries_queue("pipeline_coordination"))
     runtimes = [runtime_component(layout, options)]
     if options.kubernetes:
         runtimes.append(kubernetes_runtime_component(layout, options))

@@ -73,10 +73,9 @@ async def migrate_all(say=print) -> list[str]:
         await migrate(url, migrations, check_autovacuum=False)
         done.append(service)
         if not await autovacuum_is_on(url):
-            without_autovacuum.append(service)
+            without_autovacuum.append(url)
     if without_autovacuum:
-        say(f"warning: {autovacuum_warning('the services update')} (databases of "
-            f"{', '.join(without_autovacuum)})")
+        say(f"warning: {autovacuum_warning(without_autovacuum[0])}")
     return done
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from metallo.devstack.components import Component, Options
 from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.devstack.probe import queue_consumed
 
 STOP_GRACE_SECONDS = 15.0
 MAX_RESTARTS = 5
@@ -167,7 +168,9 @@ class Supervisor:
     async def _ready(self, component: Component) -> bool:
         kind, _, target = component.ready.partition(":")
         if kind == "queue":
-            return await queue_exists(self.options.amqp_url, self.options.topology_prefix + target)
+            # Consumed, not merely declared: a durable queue outlives the stack that made it.
+            return await queue_consumed(self.options.amqp_url,
+                                        self.options.topology_prefix + target)
         if kind == "https":
             return await https_ok(target, self.layout.certs / "ca.pem")
         return True
@@ -268,25 +271,6 @@ class Supervisor:
             await asyncio.gather(child.reader, return_exceptions=True)
         child.state = "stopped"
         self.write_state()
-
-
-async def queue_exists(amqp_url: str, queue: str) -> bool:
-    """True when RabbitMQ has ``queue`` (a passive declare on a throw-away channel)."""
-    import aio_pika
-    from aiormq.exceptions import AMQPError
-
-    try:
-        connection = await aio_pika.connect(amqp_url, timeout=5)
-    except (TimeoutError, OSError, AMQPError):  # broker down: not ready yet
-        return False
-    try:
-        channel = await connection.channel()
-        await channel.declare_queue(queue, passive=True)
-        return True
-    except AMQPError:  # ChannelNotFoundEntity: not declared yet
-        return False
-    finally:
-        await connection.close()
 
 
 async def https_ok(url: str, ca_file: Path) -> bool:

@@ -9,6 +9,7 @@ input it is an ``idempotency-conflict`` rejection. A handler raising
 replied (a ``transient`` one is replied, not saved). Any other exception is retried, then dead-lettered.
 
 Queries run read-only and are replied directly (no outbox: they change nothing).
+A command's or query's ``before`` step (e.g. a git read) runs outside any transaction.
 """
 
 from __future__ import annotations
@@ -107,8 +108,17 @@ class CommandServer:
             self._before[full_name(message_type)] = before
         return self._register(self._commands, message_type, "command")
 
-    def query(self, message_type: type[Message]) -> Callable[[Handler], Handler]:
-        """Decorator: ``handler(session, query) -> reply`` for ``message_type``."""
+    def query(
+        self, message_type: type[Message], *, before: Before | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Decorator: ``handler(session, query) -> reply`` for ``message_type``.
+
+        ``before(query)``, when given, runs first and *outside* any transaction (for
+        I/O such as a git read); its result is passed on as ``handler(session, query,
+        prepared)``. Either may raise :class:`Rejected`.
+        """
+        if before is not None:
+            self._before[full_name(message_type)] = before
         return self._register(self._queries, message_type, "query")
 
     def _register(self, table: dict[str, Handler], message_type: type[Message], kind: str):
@@ -276,9 +286,14 @@ class CommandServer:
         handler = self._queries.get(name)
         if handler is None:
             raise PoisonMessage(f"{self.context} does not handle query {name}")
+        before = self._before.get(name)
         try:
+            prepared = await before(envelope.message) if before is not None else None
             async with self.sessions() as session, session.begin():
-                outcome = accepted(await handler(session, envelope.message))
+                if before is not None:
+                    outcome = accepted(await handler(session, envelope.message, prepared))
+                else:
+                    outcome = accepted(await handler(session, envelope.message))
         except Rejected as exc:
             outcome = rejected(exc.code, exc.message, exc.details)
         _DECIDED.set(outcome)

@@ -3,9 +3,10 @@
 Each service keeps ``services/<service>/migrations/`` with ``env.py`` calling
 :func:`run_env` and its revisions under ``versions/``. :func:`migrate` creates the
 database when missing, upgrades it to ``head`` and warns when PostgreSQL's
-autovacuum cannot run there — unless told the caller checked already
-(``check_autovacuum=False``, or :data:`AUTOVACUUM_CHECKED_ENV` set by ``metallo dev
-up``, which checks once for the whole stack).
+autovacuum cannot run there — once per server and process, and not at all when told
+the caller checked already (``check_autovacuum=False``, or
+:data:`AUTOVACUUM_CHECKED_ENV` set by ``metallo dev up``, which checks once for the
+whole stack).
 """
 
 from __future__ import annotations
@@ -30,14 +31,43 @@ log = logging.getLogger(__name__)
 AUTOVACUUM_CHECKED_ENV = "METALLO_AUTOVACUUM_CHECKED"
 
 
-def autovacuum_warning(who: str = "this service updates") -> str:
-    """The warning text when autovacuum is off; ``who`` completes "the leases and outbox
-    rows <who> all the time" (e.g. "the services update")."""
-    return ("PostgreSQL's autovacuum is off: the leases and outbox rows "
-            f"{who} all the time leave dead rows and stale statistics behind, and every "
-            "polling pass slows down as they grow (seen: 29,000 dead rows beside 2,000 live "
-            "ones in `runs`). Turn it on (autovacuum = on) or run VACUUM ANALYZE "
-            "regularly — docs/operators.md, PostgreSQL.")
+# The servers (host, port) this process has warned about: a process says it once per
+# server, however many databases it migrates there (a benchmark makes several).
+_warned_servers: set[tuple[str, int]] = set()
+
+
+def autovacuum_warning(url: str) -> str:
+    """The one-line warning when autovacuum cannot run on the server of ``url``, with
+    the command that turns it on there (``psql`` as the URL's user, who must be a
+    superuser; the password, if any, is never part of it)."""
+    from sqlalchemy.engine import make_url
+
+    parts = make_url(url)
+    psql = ["psql"]
+    if parts.host:
+        psql += ["-h", parts.host]
+    if parts.port:
+        psql += ["-p", str(parts.port)]
+    if parts.username:
+        psql += ["-U", parts.username]
+    fix = " ".join([*psql, "-d", "postgres", "-c", "'ALTER SYSTEM SET autovacuum = on'",
+                    "-c", "'ALTER SYSTEM SET track_counts = on'", "-c",
+                    "'SELECT pg_reload_conf()'"])
+    return ("PostgreSQL's autovacuum is off, so dead rows pile up and polling slows down; "
+            f"turn it on: {fix} (docs/operators.md, PostgreSQL)")
+
+
+def warn_once_per_server(url: str) -> bool:
+    """True the first time this process is about to warn about ``url``'s server
+    (host and port), False after that."""
+    from sqlalchemy.engine import make_url
+
+    parts = make_url(url)
+    server = (parts.host or "", parts.port or 5432)
+    if server in _warned_servers:
+        return False
+    _warned_servers.add(server)
+    return True
 
 
 def alembic_config(url: str, migrations_dir: Path) -> Config:
@@ -56,7 +86,8 @@ def _upgrade(url: str, migrations_dir: Path, revision: str) -> None:
 async def migrate(url: str, migrations_dir: Path, revision: str = "head", *,
                   check_autovacuum: bool | None = None) -> None:
     """Create the database if needed and upgrade it to ``revision`` (default ``head``),
-    then log :func:`autovacuum_warning` when autovacuum cannot run on that database.
+    then log :func:`autovacuum_warning` when autovacuum cannot run on that database —
+    once per server in this process (:func:`warn_once_per_server`).
 
     ``check_autovacuum``: None (default) checks unless :data:`AUTOVACUUM_CHECKED_ENV` is
     "1"; False never checks (the caller did, e.g. once for several databases); True
@@ -67,8 +98,8 @@ async def migrate(url: str, migrations_dir: Path, revision: str = "head", *,
     await asyncio.to_thread(_upgrade, url, Path(migrations_dir), revision)
     if check_autovacuum is None:
         check_autovacuum = os.environ.get(AUTOVACUUM_CHECKED_ENV) != "1"
-    if check_autovacuum and not await autovacuum_is_on(url):
-        log.warning(autovacuum_warning())
+    if check_autovacuum and not await autovacuum_is_on(url) and warn_once_per_server(url):
+        log.warning(autovacuum_warning(url))
 
 
 async def autovacuum_is_on(url: str) -> bool:

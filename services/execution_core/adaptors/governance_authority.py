@@ -32,6 +32,12 @@ class GovernanceAuthority:
         """Whether the current file names the Project; AuthorityUnavailable if unreadable."""
         return self._current().project(project) is not None
 
+    def is_member(self, project: str, member: str) -> bool:
+        """Whether the current file lists ``member`` in ``project``; AuthorityUnavailable if
+        unreadable."""
+        p = self._current().project(project)
+        return p is not None and member in p.members
+
     def project_run_limit(self, project: str) -> int | None:
         """The Project's ``concurrent_run_limit`` (None: unknown Project or unlimited)."""
         p = self._current().project(project)

@@ -49,6 +49,10 @@ class ProjectAuthority(Protocol):
         """Whether the Project is known."""
         ...
 
+    def is_member(self, project: str, member: str) -> bool:
+        """Whether ``member`` belongs to ``project`` now (False for an unknown Project)."""
+        ...
+
     def project_run_limit(self, project: str) -> int | None:
         """The Project's concurrent-Run limit (None = unlimited)."""
         ...

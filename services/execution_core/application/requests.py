@@ -63,19 +63,29 @@ def _check_permission(
 ) -> None:
     """Ask the Project authority now (never cached as a verdict: seed 004, Run access).
 
+    A refusal says which it is: ``project-not-found`` for a Project the authority does
+    not know, ``permission-denied`` for a non-member or a member without
+    ``capability``. Only the Project asked for is named — never another Project.
     An authority that cannot answer gives a transient ``governance-unavailable``
     rejection (replied, not saved: a retry with the same command_id decides afresh).
     """
     try:
         allowed = authority.has_capability(project, member, capability)
+        if allowed:
+            return
+        known = authority.project_exists(project)
+        member_of = known and authority.is_member(project, member)
     except AuthorityUnavailable as exc:
         raise Rejected(reasons.WAIT_GOVERNANCE_UNAVAILABLE, str(exc), transient=True) from exc
-    if not allowed:
-        raise Rejected(
-            reasons.PERMISSION_DENIED,
-            f"member {member} does not hold {capability} in Project {project}",
-            {"capability": capability},
-        )
+    if not known:
+        raise Rejected(reasons.PROJECT_NOT_FOUND,
+                       f"Project {project} is unknown to the Project authority")
+    raise Rejected(
+        reasons.PERMISSION_DENIED,
+        f"member {member} does not hold {capability} in Project {project}"
+        + ("" if member_of else f" (not a member of Project {project})"),
+        {"capability": capability},
+    )
 
 
 async def launch_run(

@@ -6,9 +6,11 @@ server reads first, then the messaging layer runs the handler in one transaction
 with the command receipt, the new revisions, their ``WorkloadRevisionCreated``
 events (outbox) and the reply. A replayed command_id gets its saved outcome.
 
-Rejection codes: permission-denied, governance-unavailable, invalid-argument,
-repository-not-found, branch-not-found, commit-not-found, file-not-found,
-source-unavailable, actions-invalid, action-not-found, not-found.
+ListBranches reads the branches with git before its (read-only) transaction opens.
+
+Rejection codes: project-not-found, permission-denied, governance-unavailable,
+invalid-argument, repository-not-found, branch-not-found, commit-not-found,
+file-not-found, source-unavailable, actions-invalid, action-not-found, not-found.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from metallo.common.v1 import common_pb2
 from metallo.messaging import CommandServer, Outbox, Rejected, Topology
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 from workload_portfolio.adaptors.postgres_store import PostgresWorkloadStore
-from workload_portfolio.application.ports import ProjectAuthority
+from workload_portfolio.application.branches import list_branches
+from workload_portfolio.application.ports import BranchList, ProjectAuthority
 from workload_portfolio.application.preparation import (
     READ_CAPABILITIES,
     Preparation,
@@ -72,6 +75,8 @@ class PortfolioCommandServer(CommandServer):
         self.command(wp.PrepareBranch, before=self._read_source)(self._prepare_branch)
         self.query(wp.GetWorkloadRevision)(self._get_revision)
         self.query(wp.ListWorkloads)(self._list_workloads)
+        # git runs before the query's (read-only) transaction opens.
+        self.query(wp.ListBranches, before=self._read_branches)(self._list_branches)
 
     async def _read_source(self, msg: wp.PrepareAction | wp.PrepareBranch) -> SourceRead:
         """Read actions.yaml at the requested ref, outside any transaction."""
@@ -183,6 +188,22 @@ class PortfolioCommandServer(CommandServer):
             ],
             page=common_pb2.PageInfo(next_page_token=_encode_token(nxt) if nxt is not None else ""),
         )
+
+
+    async def _read_branches(self, q: wp.ListBranches) -> BranchList:
+        try:
+            return await list_branches(self.preparation.source, self.authority,
+                                       project=q.metadata.project,
+                                       member=q.metadata.acting_member,
+                                       repository_url=q.repository_url)
+        except PortfolioError as e:
+            raise _rejected(e) from None
+
+    async def _list_branches(self, _session: AsyncSession, _q: wp.ListBranches,
+                             found: BranchList) -> wp.ListBranchesReply:
+        return wp.ListBranchesReply(
+            branches=[wp.Branch(name=name, commit=commit) for name, commit in found.branches],
+            default_branch=found.default_branch, truncated=found.truncated)
 
 
 def revision_message(r: Revision) -> wp.WorkloadRevision:

@@ -32,7 +32,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
-from workload_portfolio.application.ports import SourceFile
+from workload_portfolio.application.ports import BranchList, SourceFile
 from workload_portfolio.domain.errors import InvalidArgument, SourceError
 from workload_portfolio.domain.refs import COMMIT, branch_problem, relative_path_problem
 
@@ -170,6 +170,22 @@ class GitSourceControl:
             content = await self._run(["-C", repo, "cat-file", "blob", spec], env=env, what="cat-file")
             return SourceFile(repository_url=repository_url, commit=target, path=path, content=content)
 
+    async def list_branches(self, repository_url: str) -> BranchList:
+        """The branches of the repository (``git ls-remote``, with the same credential,
+        CA and safety as :meth:`read_file`): at most :data:`MAX_BRANCHES` by name.
+
+        Raises InvalidArgument for a malformed URL and SourceError with code
+        repository-not-found (missing or refused) or source-unavailable.
+        """
+        url = self._check_url(repository_url)
+        with tempfile.TemporaryDirectory(prefix="metallo-git-", dir=self.work_dir) as tmp:
+            rc, out, err = await self._exec(
+                ["ls-remote", "--symref", "--", url, "HEAD", "refs/heads/*"],
+                env=self._env(url, home=tmp), what="ls-remote")
+        if rc != 0:
+            raise self._fetch_error(err, repository_url, "the branches", "repository-not-found")
+        return parse_ls_remote(out.decode("utf-8", "replace"))
+
     # -- helpers -------------------------------------------------------------
 
     def _check_url(self, url: str) -> str:
@@ -254,6 +270,25 @@ class GitSourceControl:
             return SourceError(f"repository {url} not found or not accessible", code="repository-not-found")
         log.warning("git fetch from %s failed: %s", url, _last_line(stderr))
         return SourceError(f"could not fetch from {url}: {_last_line(stderr)}", code="source-unavailable")
+
+
+MAX_BRANCHES = 1000  # a reply stays small whatever the repository holds
+
+
+def parse_ls_remote(text: str, limit: int = MAX_BRANCHES) -> BranchList:
+    """``git ls-remote --symref URL HEAD refs/heads/*`` output as a :class:`BranchList`:
+    the first ``limit`` branches by name, and HEAD's branch when the server names it."""
+    heads: dict[str, str] = {}
+    default = ""
+    for line in text.splitlines():
+        value, _, ref = line.partition("\t")
+        if value.startswith("ref: refs/heads/") and ref == "HEAD":
+            default = value.removeprefix("ref: refs/heads/")
+        elif ref.startswith("refs/heads/") and COMMIT.match(value):
+            heads[ref.removeprefix("refs/heads/")] = value
+    names = sorted(heads)
+    return BranchList(branches=tuple((n, heads[n]) for n in names[:limit]),
+                      default_branch=default, truncated=len(names) > limit)
 
 
 def _last_line(text: str) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from metallo.governance import GovernanceError, GovernanceFile
-from workload_portfolio.domain.errors import GovernanceUnavailable, PermissionDenied
+from workload_portfolio.domain.errors import (
+    GovernanceUnavailable,
+    PermissionDenied,
+    PortfolioError,
+)
 
 
 class GovernanceProjectAuthority:
@@ -15,17 +19,21 @@ class GovernanceProjectAuthority:
     def check(self, project: str, member: str, any_of: tuple[str, ...]) -> None:
         """Return when ``member`` holds one of ``any_of`` in ``project``.
 
-        Raises GovernanceUnavailable when the file is missing or invalid, and
-        PermissionDenied for an unknown Project, a non-member or a member without
-        any of the capabilities.
+        Raises GovernanceUnavailable when the file is missing or invalid,
+        PortfolioError ``project-not-found`` for a Project the file does not know (only
+        that Project is named, never another), and PermissionDenied for a non-member or
+        a member without any of the capabilities.
         """
         try:
             g = self.governance.current()
         except GovernanceError as e:
             raise GovernanceUnavailable(f"the Project authority cannot answer: {e.problems[0]}") from None
-        if g.project(project) is None:
-            raise PermissionDenied(f"member {member} may not act in Project {project}")
+        known = g.project(project)
+        if known is None:
+            raise PortfolioError(f"Project {project} is unknown to the Project authority",
+                                 code="project-not-found")
         if not any(g.has_capability(project, member, c) for c in any_of):
+            outside = "" if member in known.members else f" (not a member of Project {project})"
             raise PermissionDenied(
-                f"member {member} lacks {' or '.join(any_of)} in Project {project}"
+                f"member {member} lacks {' or '.join(any_of)} in Project {project}{outside}"
             )

@@ -30,8 +30,19 @@ class SourceFile:
     content: bytes
 
 
+@dataclass(frozen=True)
+class BranchList:
+    """A repository's branches: ``branches`` as (name, 40-hex tip) sorted by name, at
+    most the adapter's bound (``truncated`` when there were more); ``default_branch``
+    the branch HEAD names, or "" when the server does not say."""
+
+    branches: tuple[tuple[str, str], ...]
+    default_branch: str
+    truncated: bool
+
+
 class SourceControl(Protocol):
-    """Reads repository files at exact commits.
+    """Reads repository files at exact commits, and a repository's branches.
 
     Raises :class:`workload_portfolio.domain.errors.SourceError` with code
     repository-not-found, branch-not-found, commit-not-found, file-not-found,
@@ -42,6 +53,10 @@ class SourceControl(Protocol):
         self, repository_url: str, *, branch: str | None, commit: str | None, path: str, max_bytes: int
     ) -> SourceFile:
         """Read ``path`` at ``commit``, or at the tip of ``branch`` when no commit is given."""
+        ...
+
+    async def list_branches(self, repository_url: str) -> BranchList:
+        """The repository's branches (repository-not-found, source-unavailable)."""
         ...
 
 

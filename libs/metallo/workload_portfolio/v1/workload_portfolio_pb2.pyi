@@ -186,6 +186,32 @@ class ListWorkloadsReply(_message.Message):
     page: _common_pb2.PageInfo
     def __init__(self, workloads: _Optional[_Iterable[_Union[WorkloadSummary, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
 
+class ListBranches(_message.Message):
+    __slots__ = ("metadata", "repository_url")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_URL_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    repository_url: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ...) -> None: ...
+
+class Branch(_message.Message):
+    __slots__ = ("name", "commit")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    commit: str
+    def __init__(self, name: _Optional[str] = ..., commit: _Optional[str] = ...) -> None: ...
+
+class ListBranchesReply(_message.Message):
+    __slots__ = ("branches", "default_branch", "truncated")
+    BRANCHES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_BRANCH_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    branches: _containers.RepeatedCompositeFieldContainer[Branch]
+    default_branch: str
+    truncated: bool
+    def __init__(self, branches: _Optional[_Iterable[_Union[Branch, _Mapping]]] = ..., default_branch: _Optional[str] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
 class WorkloadRevisionCreated(_message.Message):
     __slots__ = ("workload_id", "project", "repository_url", "action", "revision", "commit", "branch", "family", "environment", "action_type", "service_kind", "spec_digest", "acting_member", "created_at")
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
