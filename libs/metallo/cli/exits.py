@@ -86,6 +86,14 @@ HINTS = {
     "not-found": "check the id and --project; `metallo run list` / `metallo pipeline list` show "
                  "what exists",
     "launch-key-conflict": "this launch key names another Workload revision; use another key",
+    "unauthenticated": "run `metallo login` (dev stack: `metallo dev login`): members prove who "
+                       "they are with their token",
+    "member-token-rejected": "run `metallo login` again (dev stack: `metallo dev login`): the "
+                             "platform did not accept your token",
+    "member-token-mismatch": "you are logged in as another member: leave --member out (or log in "
+                             "as that member with `metallo login`)",
+    "member-not-bound": "your login is bound to no member of the governance file; an operator "
+                        "adds your oidc_subject (docs/governance.md)",
 }
 
 
