@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -91,8 +92,8 @@ def forget(path: Path | None = None) -> bool:
 
 
 def _http(ca_file: str | None) -> httpx.Client:
-    return httpx.Client(timeout=15.0, follow_redirects=False, trust_env=False,
-                        verify=ca_file if ca_file else True)
+    verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    return httpx.Client(timeout=15.0, follow_redirects=False, trust_env=False, verify=verify)
 
 
 def _post(endpoint: str, form: dict[str, str], ca_file: str | None) -> dict:

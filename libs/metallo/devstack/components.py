@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.devstack.rabbitmq import broker_url, principal
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
+LAB_ACCOUNTS_FILE = "lab-accounts.json"    # the lab issuer's logins (password hashes)
+LAB_PASSWORDS_FILE = "lab-passwords.json"  # their passwords, for `metallo dev login`
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
 
 
@@ -31,6 +34,11 @@ class Options:
     def edge_url(self) -> str:
         """The Site edge's base URL, ``https://127.0.0.1:<edge_port>``."""
         return f"https://127.0.0.1:{self.edge_port}"
+
+    @property
+    def issuer_url(self) -> str:
+        """The lab issuer (``iss`` of member tokens), served on the edge."""
+        return f"{self.edge_url}/lab-issuer"
 
     @property
     def git_base(self) -> str:
@@ -76,14 +84,19 @@ def slurm_lab_running() -> bool:
 def common_env(layout: Layout, options: Options) -> dict[str, str]:
     """Settings every service reads. ``dev up`` checked autovacuum while migrating
     (``prepare.migrate_all``) and said so once: the services' own migrations at start
-    do not repeat it."""
+    do not repeat it. Member tokens come from the lab issuer on the edge; only the
+    default assertion grants hold (``metallo.messaging.intake``)."""
+    from metallo.messaging.intake import DEFAULT_ASSERTERS
     from metallo.persistence.migrations import AUTOVACUUM_CHECKED_ENV
 
     return {
         "PYTHONUNBUFFERED": "1",
         AUTOVACUUM_CHECKED_ENV: "1",
-        "METALLO_AMQP_URL": options.amqp_url,
         "METALLO_TOPOLOGY_PREFIX": options.topology_prefix,
+        "METALLO_BUS_ASSERTERS": DEFAULT_ASSERTERS,
+        "METALLO_OIDC_ISSUER": options.issuer_url,
+        "METALLO_OIDC_JWKS_URL": f"{options.issuer_url}/.well-known/jwks.json",
+        "METALLO_OIDC_CA_FILE": str(layout.certs / "ca.pem"),
         "METALLO_GOVERNANCE_FILE": str(REPO_ROOT / "examples" / "governance.yaml"),
         "METALLO_DEFERRALS_FILE": str(REPO_ROOT / "contracts" / "deferrals.json"),
     }
@@ -113,7 +126,8 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_LAB_GIT_ROOT": str(layout.git_root),
             "METALLO_LAB_GIT_OPERATOR_TOKEN_FILE": str(layout.secrets / "git-operator-token"),
             "METALLO_LAB_ISSUER_DIR": str(layout.issuer),
-            "METALLO_LAB_ISSUER_URL": f"{options.edge_url}/lab-issuer",
+            "METALLO_LAB_ISSUER_URL": options.issuer_url,
+            "METALLO_LAB_ACCOUNTS_FILE": str(layout.secrets / LAB_ACCOUNTS_FILE),
             **({"METALLO_LAB_ISSUER_KEY": str(issuer_key(options))} if issuer_key(options) else {}),
         }, ready=f"https:{options.edge_url}/healthz")
     workload_portfolio = Component(
@@ -139,6 +153,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     }, ready="queue:execution_core.commands")
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
                                       dict(env), ready="queue:pipeline_coordination.commands")
+    for service in (site_coordination, workload_portfolio, execution_core, pipeline_coordination):
+        service.env["METALLO_AMQP_URL"] = broker_url(layout, options.amqp_url,
+                                                     principal(service.name))
     runtime = runtime_component(layout, options)
     components, missing = [], []
     for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):

@@ -21,6 +21,7 @@ or ``repr`` here contains the token.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -46,7 +47,7 @@ def jwks_source(url: str, *, ca_file: str | None = None) -> JwksSource:
     (TLS verified with ``ca_file`` when given). Raises ValueError for another scheme."""
     if url.startswith("file:"):
         return FileJwksSource(Path(url.removeprefix("file://").removeprefix("file:")))
-    return HttpJwksSource(url, verify=ca_file if ca_file else True)
+    return HttpJwksSource(url, verify=ssl.create_default_context(cafile=ca_file) if ca_file else True)
 
 
 @dataclass(frozen=True)
