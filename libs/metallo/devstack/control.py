@@ -126,14 +126,15 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     options = Options(executor=chosen, edge_port=edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
-    components, missing = plan(layout, options)
-    for name in missing:
-        say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
     say(f"executor: {chosen}")
     try:
         prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
         raise StackError(str(exc)) from None
+    # After prepare: the components' settings name the RabbitMQ users it made.
+    components, missing = plan(layout, options)
+    for name in missing:
+        say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
     extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if foreground:
