@@ -23,8 +23,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
-
 from metallo.cli.exits import CliError, Exit
 
 REFRESH_MARGIN_SECONDS = 60
@@ -91,13 +89,18 @@ def forget(path: Path | None = None) -> bool:
     return True
 
 
-def _http(ca_file: str | None) -> httpx.Client:
+def _http(ca_file: str | None):
+    """An httpx client for the issuer (imported here: most commands never refresh)."""
+    import httpx
+
     verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
     return httpx.Client(timeout=15.0, follow_redirects=False, trust_env=False, verify=verify)
 
 
 def _post(endpoint: str, form: dict[str, str], ca_file: str | None) -> dict:
     """POST ``form`` to the token endpoint; the parsed answer. Raises CliError."""
+    import httpx
+
     if not endpoint.startswith("https://"):
         raise CliError(f"the token endpoint {endpoint} is not https", "configure an https issuer",
                        Exit.USAGE, code="login-failed")
@@ -124,6 +127,8 @@ def _post(endpoint: str, form: dict[str, str], ca_file: str | None) -> dict:
 
 def discover(issuer: str, ca_file: str | None) -> str:
     """The issuer's token endpoint from ``<issuer>/.well-known/openid-configuration``."""
+    import httpx
+
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
     try:
         with _http(ca_file) as client:
