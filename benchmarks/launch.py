@@ -106,6 +106,7 @@ from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status
 from metallo.devstack.gitrepo import publish
 from metallo.devstack.layout import Layout
+from metallo.devstack.rabbitmq import GO_API, broker_url
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import RequestClient, Topology
 from metallo.messaging.topology import event_routing_key
@@ -236,7 +237,8 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         url, _commit = publish(Path(tmp), f"bench-{uuid.uuid4().hex[:8]}",
                                edge_url=state["edge_url"])
     topology = Topology(prefix=state.get("topology_prefix", ""))
-    client = RequestClient(state["amqp_url"], topology)
+    # The benchmark stands in for the Go API: its principal asserts the acting member.
+    client = RequestClient(broker_url(Layout.default(), state["amqp_url"], GO_API), topology)
     await client.start()
     ended: set[str] = set()  # every Run that ended, this benchmark's or another client's
     launched: dict[str, float] = {}

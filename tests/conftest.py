@@ -17,6 +17,11 @@ from metallo.persistence.migrations import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 AMQP_URL = os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+# The tests run every service and client as RabbitMQ's `guest` in their own namespace,
+# so they declare `guest` a principal that may assert acting_member — the operator
+# setting of docs/operators.md (Trust boundaries). tests/integration/test_bus_trust.py
+# checks the refusals with principals and settings of its own; the dev stack sets its own.
+os.environ.setdefault("METALLO_BUS_ASSERTERS", "guest=*")
 
 
 @pytest.fixture

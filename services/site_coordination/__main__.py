@@ -3,7 +3,9 @@
 - ``serve``: migrate the database, start the ``AppendSiteCommand`` consumer
   (CommandServer), the ``RunCompleted`` consumer (ends a Run's repository grants),
   the OutboxRelay and the HTTPS Site edge (uvicorn), with the
-  lab Git server under ``/git/`` when ``METALLO_LAB_GIT_ROOT`` is set. Settings:
+  lab Git server under ``/git/`` when ``METALLO_LAB_GIT_ROOT`` is set and the lab
+  issuer's login endpoints under ``/lab-issuer/`` when ``METALLO_LAB_ACCOUNTS_FILE``
+  is (``metallo.identity.lab_login``). Settings:
   ``site_coordination.adaptors.settings`` and docs/site-edge.md.
 - ``migrate``: only the migrations.
 - ``dev-cert DIR``: a development CA and server certificate for 127.0.0.1/localhost.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -186,11 +189,19 @@ async def serve_forever() -> None:
         settings.lab_git_root.mkdir(parents=True, exist_ok=True)
         lab_git = LabGitSettings(root=settings.lab_git_root, operator_token=token)
     authority = GovernanceAuthority(settings.governance_file)
+    issuer = LabIssuer.from_environment(settings.issuer_dir)
     app = build_edge(edge_db, settings.database_url, topology,
                      authority=authority,
-                     issuer=LabIssuer.from_environment(settings.issuer_dir),
+                     issuer=issuer,
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
                      lab_git=lab_git, draining=lambda: server.should_exit)
+    accounts = os.environ.get("METALLO_LAB_ACCOUNTS_FILE")
+    if accounts:
+        # The lab issuer's login endpoints (metallo login), only where an operator
+        # names its accounts file: production logs members in at Keycloak.
+        from metallo.identity.lab_login import login_app, mount
+
+        app = mount("/lab-issuer", login_app(issuer, Path(accounts)), app)
     server, sock = build_server(RequestMetrics(app), settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology, authority)
     events = build_event_consumer(engine, settings.amqp_url, topology)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,11 @@ METALLO = [sys.executable, "-m", "metallo.cli"]
 # databases are the machine's, and a member's `metallo run list` in `demo` must show
 # only their own work, not the suite's.
 PROJECT = "e2e"
+# The session's own login (`metallo dev login`), never the developer's.
+CREDENTIALS = Path(tempfile.mkdtemp(prefix="metallo-e2e-")) / "credentials.json"
 ENV = {**os.environ, "METALLO_MEMBER": "m-alice", "METALLO_PROJECT": PROJECT,
-       "METALLO_TOPOLOGY_PREFIX": "", "COLUMNS": "200"}
+       "METALLO_TOPOLOGY_PREFIX": "", "COLUMNS": "200",
+       "METALLO_CREDENTIALS_FILE": str(CREDENTIALS)}
 
 
 @dataclass
@@ -61,6 +65,9 @@ def local_stack():
         if up.code != 0:
             pytest.fail(f"metallo dev up failed:\n{up.stderr[-3000:]}")
         started = True
+    login = metallo("dev", "login", "m-alice", timeout=60)
+    if login.code != 0:
+        pytest.fail(f"metallo dev login failed:\n{login.stderr[-3000:]}")
     yield stack_state()
     if started:
         metallo("dev", "down", timeout=180)

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+from metallo.devstack.layout import Layout
+from metallo.devstack.rabbitmq import GO_API, broker_url
 from tests.e2e.conftest import ENV, ROOT, publish
 from tests.go_client import build_go_client
 
@@ -28,7 +30,8 @@ def test_go_client_launches_and_reads_a_run(local_stack, scratch_repo, tmp_path)
     binary = build_go_client(tmp_path / "gopath")
     url = publish(scratch_repo(ACTIONS), "go-client")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("METALLO_")},
-           "METALLO_AMQP_URL": local_stack["amqp_url"],
+           # The Go API's own RabbitMQ user: a principal allowed to assert the member.
+           "METALLO_AMQP_URL": broker_url(Layout.default(), local_stack["amqp_url"], GO_API),
            "METALLO_TOPOLOGY_PREFIX": local_stack.get("topology_prefix", "")}
     done = subprocess.run(
         [str(binary), "-fixtures", str(ROOT / "contracts" / "fixtures"), "-repository-url", url,

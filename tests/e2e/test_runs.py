@@ -5,6 +5,7 @@ action's log followed as it grows."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 
 import pytest
@@ -87,7 +88,6 @@ def test_a_failing_action_reports_its_exit_and_logs(repository):
 
 
 def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
-    import threading
 
     run_id = launch(repository, "epochs")
     follower = subprocess.Popen([*METALLO, "run", "logs", run_id, "--follow"], cwd=ROOT,
@@ -109,10 +109,13 @@ def test_a_running_actions_log_is_followed_until_the_run_ends(repository):
         # The first epoch arrived while the action still ran (it takes 12 s).
         assert first.endswith("epoch 1: loss 1.000 ✓\n"), first
         assert metallo("run", "show", run_id, "--output", "json").json()["phase"] != "terminal"
-        # Read on through the same buffered stream (lines the loop above buffered are
-        # in it, not in the pipe any more).
-        rest = follower.stdout.read()
-        follower.wait(timeout=60)
+        # Read the rest through the same buffered reader: communicate() reads the
+        # pipe itself and would drop lines the loop above had already buffered.
+        timer = threading.Timer(360, follower.kill)
+        timer.start()
+        rest, errors = follower.stdout.read(), follower.stderr.read()
+        follower.wait()
+        timer.cancel()
     finally:
         watchdog.cancel()
         follower.kill()

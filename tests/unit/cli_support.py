@@ -120,10 +120,26 @@ class StandIn:
         return [m.DESCRIPTOR.name for m in self.received]
 
 
+STAND_IN_TOKEN = "stand-in.member.token"
+
+
+def log_in(path, token: str = STAND_IN_TOKEN, expires_in: float = 3600.0) -> None:
+    """Store a login at ``path`` as ``metallo login`` would (the stand-in checks no token)."""
+    import time
+
+    from metallo.cli.credentials import Credentials, save
+
+    save(Credentials(issuer="https://issuer.test", token_endpoint="https://issuer.test/token",
+                     client_id="metallo-cli", username="m-alice", access_token=token,
+                     expires_at=time.time() + expires_in), path)
+
+
 @pytest.fixture(autouse=True)
 def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
-    """Member, Project and broker namespace for every CLI call; no config file
-    (autouse in the test modules that import it)."""
+    """Member, Project, a stored login and broker namespace for every CLI call; no
+    config file (autouse in the test modules that import it)."""
+    monkeypatch.setenv("METALLO_CREDENTIALS_FILE", str(tmp_path / "credentials.json"))
+    log_in(tmp_path / "credentials.json")
     monkeypatch.setenv("METALLO_MEMBER", "m-alice")
     monkeypatch.setenv("METALLO_PROJECT", "demo")
     monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)

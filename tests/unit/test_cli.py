@@ -53,12 +53,12 @@ def topology(namespace):
 
 # ------------------------------------------------------------------ usage (no broker)
 
-def test_missing_member_is_a_usage_error_with_next_step(monkeypatch):
-    monkeypatch.delenv("METALLO_MEMBER")
+def test_missing_project_is_a_usage_error_with_next_step(monkeypatch):
+    monkeypatch.delenv("METALLO_PROJECT")
     result = run_cli("run", "show", RUN_ID)
     assert result.code == 2
-    assert "no acting member" in result.stderr and "next:" in result.stderr
-    assert "METALLO_MEMBER" in result.stderr
+    assert "no Project" in result.stderr and "next:" in result.stderr
+    assert "METALLO_PROJECT" in result.stderr
 
 
 def test_member_and_project_come_from_the_config_file(monkeypatch, tmp_path, namespace):

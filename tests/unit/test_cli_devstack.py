@@ -79,7 +79,14 @@ async def test_a_child_that_dies_at_start_fails_the_stack(layout):
 
 
 def test_plan_orders_components_and_configures_the_runtime(tmp_path):
+    from metallo.devstack.layout import write_secret
+    from metallo.devstack.rabbitmq import USERS_FILE, principal
+
     layout = Layout(tmp_path)
+    layout.make()
+    write_secret(layout.secrets / USERS_FILE, json.dumps(
+        {principal(s): f"pw-{s}" for s in ("site_coordination", "workload_portfolio",
+                                           "execution_core", "pipeline_coordination")}))
     components, missing = plan(layout, Options(executor="slurm", edge_port=9443))
     names = [c.name for c in components] + missing
     assert names[0] == "site_coordination" and "site_runtime" in names
@@ -91,6 +98,10 @@ def test_plan_orders_components_and_configures_the_runtime(tmp_path):
         assert runtime.env["SLURM_JWKS_URL"].startswith("file:")
         assert not any("psb_" in v for v in runtime.env.values())  # never the secret itself
     edge = components[0]
+    # Each service connects as its own RabbitMQ user, never guest.
+    assert edge.env["METALLO_AMQP_URL"].startswith("amqp://metallo-site-coordination:")
+    assert all("guest" not in c.env.get("METALLO_AMQP_URL", "") for c in components)
+    assert edge.env["METALLO_OIDC_ISSUER"] == "https://127.0.0.1:9443/lab-issuer"
     assert edge.env["METALLO_SITE_EDGE_PORT"] == "9443"
     assert edge.ready == "https:https://127.0.0.1:9443/healthz"
 

@@ -126,7 +126,36 @@ def test_config_maps_claims_and_secrets_resolve(documents):
                 else:
                     assert "value" in env, env["name"]
                     assert not re.search(r"(?i)password|secret|token", env["name"] + env["value"])
+    for user in of_kind(documents, "User"):  # RabbitMQ users (Messaging Topology Operator)
+        name = user["spec"]["importCredentialsSecret"]["name"]
+        assert {"username", "password"} <= secrets.get(name, set()), name
+        used_secrets.add(name)
     assert used_secrets == set(secrets), "docs/operators.md and k8s/ disagree on the Secrets"
+
+
+def test_each_service_has_its_own_least_privilege_rabbitmq_user(documents):
+    from metallo.devstack.components import SERVICES
+    from metallo.devstack.rabbitmq import (
+        CLI,
+        GO_API,
+        client_permissions,
+        principal,
+        service_permissions,
+    )
+
+    granted = {d["spec"]["user"]: d["spec"]["permissions"] for d in of_kind(documents, "Permission")}
+    expected = {principal(s): service_permissions(s) for s in SERVICES}
+    expected.update({GO_API: client_permissions(), CLI: client_permissions()})
+    assert set(granted) == set(expected) and "guest" not in granted
+    for user, perm in expected.items():
+        assert granted[user] == {"configure": perm.configure, "write": perm.write, "read": perm.read}
+    urls = set()
+    for d in of_kind(documents, "Deployment"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            for env in c.get("env", []):
+                if env["name"] == "METALLO_AMQP_URL":
+                    urls.add(env["valueFrom"]["secretKeyRef"]["key"])
+    assert len(urls) == len(SERVICES)  # one broker login per service, none shared
 
 
 def test_runtime_state_is_a_persistent_single_writer(documents):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type Bus struct {
 	confirms    chan amqp.Confirmation
 	returns     chan amqp.Return
 	memberToken string
+	// userID is the connection's RabbitMQ user, sent as the user_id property (RabbitMQ
+	// refuses any other value; owners take the sender from it).
+	userID string
 }
 
 // Dial connects to url (credentials inside it), declares the reply queue
@@ -74,6 +78,7 @@ func Dial(url, prefix, memberToken string) (*Bus, error) {
 		conn: conn, ch: ch, exchange: prefix + "metallo.commands", replyQueue: name, replies: replies,
 		confirms: ch.NotifyPublish(make(chan amqp.Confirmation, 1)),
 		returns:  ch.NotifyReturn(make(chan amqp.Return, 1)), memberToken: memberToken,
+		userID: connectionUser(url),
 	}, nil
 }
 
@@ -113,7 +118,7 @@ func (b *Bus) Request(m proto.Message, body []byte, timeout time.Duration) (*com
 	err = b.ch.PublishWithContext(ctx, b.exchange, key, true, false, amqp.Publishing{
 		ContentType: contentType, Type: string(m.ProtoReflect().Descriptor().FullName()),
 		MessageId: randomUUID(), CorrelationId: correlation, ReplyTo: b.replyQueue,
-		Headers: headers, DeliveryMode: amqp.Persistent, Body: body,
+		Headers: headers, DeliveryMode: amqp.Persistent, Body: body, UserId: b.userID,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: publish: %w", key, err)
@@ -202,4 +207,14 @@ func redact(err error, url string) error {
 		return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), u.Password, "***"))
 	}
 	return err
+}
+
+// connectionUser is the user name in an amqp:// URL ("guest", amqp091's default, when
+// the URL names none).
+func connectionUser(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil || u.User.Username() == "" {
+		return "guest"
+	}
+	return u.User.Username()
 }

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from metallo.cli import actions, grants, pipelines, repos, runs, sites
+from metallo.cli import actions, grants, login, pipelines, repos, runs, sites
 
 EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
           "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
-          "--project/METALLO_PROJECT, METALLO_AMQP_URL, METALLO_CONFIG (docs/quickstart.md).")
+          "--project/METALLO_PROJECT, METALLO_AMQP_URL, METALLO_CONFIG; `metallo login` first "
+          "(docs/quickstart.md).")
 
 app = typer.Typer(name="metallo", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, epilog=EPILOG,
@@ -24,6 +25,8 @@ app.add_typer(pipelines.app, name="pipeline")
 app.add_typer(runs.app, name="run")
 app.add_typer(repos.app, name="repo")
 app.add_typer(site, name="site")
+app.command("login")(login.login)
+app.command("logout")(login.logout)
 
 
 def add_dev_group() -> None:

@@ -164,6 +164,39 @@ def repository_name(directory: str, name: str | None) -> str:
     return derived
 
 
+@app.command("login")
+def login(member: Annotated[str, typer.Argument(
+        help="the member to log in as (a governance member with an oidc_subject)")] = "m-alice"
+          ) -> None:
+    """Log in at the dev stack's lab issuer as MEMBER, with the password `dev up` made
+    (as `metallo login` does; the token is kept 0600 for later commands)."""
+    import json
+
+    from metallo.cli.credentials import credentials_path
+    from metallo.cli.login import login_with_password
+    from metallo.devstack.components import LAB_PASSWORDS_FILE
+    from metallo.devstack.control import status as stack_status
+    from metallo.devstack.layout import Layout
+
+    state = stack_status()
+    if state is None:
+        raise CliError("the dev stack is not running", "start it with `metallo dev up`",
+                       Exit.NOT_FOUND, code="stack-not-running")
+    try:
+        passwords = json.loads((Layout.default().secrets / LAB_PASSWORDS_FILE).read_text())
+    except (OSError, ValueError):
+        passwords = {}
+    if member not in passwords:
+        raise CliError(f"the lab issuer has no login for {member!r}",
+                       "name a member of examples/governance.yaml that has an oidc_subject "
+                       f"({', '.join(sorted(passwords)) or 'none yet: run `metallo dev up`'})",
+                       Exit.USAGE, code="invalid-argument")
+    got = login_with_password(f"{state['edge_url']}/lab-issuer", member, passwords[member],
+                              ca_file=state.get("ca_file"), client_id="metallo-cli")
+    out.print(f"logged in as {got.username} at {got.issuer}; token kept in {credentials_path()}",
+              markup=False, highlight=False)
+
+
 @app.command("publish")
 def publish(directory: Annotated[str, typer.Argument(help="directory to publish")],
             name: Annotated[str | None, typer.Option(

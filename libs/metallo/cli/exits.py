@@ -97,6 +97,14 @@ HINTS = {
                           "(`metallo pipeline stop PIPELINE`), then rerun",
     "nothing-to-rerun": "every step succeeded; leave out --failed to run every step again",
     "needs-not-selected": "add the actions named in the message to --action, or leave --action out",
+    "unauthenticated": "run `metallo login` (dev stack: `metallo dev login`): members prove who "
+                       "they are with their token",
+    "member-token-rejected": "run `metallo login` again (dev stack: `metallo dev login`): the "
+                             "platform did not accept your token",
+    "member-token-mismatch": "you are logged in as another member: leave --member out (or log in "
+                             "as that member with `metallo login`)",
+    "member-not-bound": "your login is bound to no member of the governance file; an operator "
+                        "adds your oidc_subject (docs/governance.md)",
 }
 
 

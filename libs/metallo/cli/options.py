@@ -9,7 +9,8 @@ import typer
 from metallo.cli.render import Output
 
 Member = Annotated[str | None, typer.Option(
-    "--member", envvar="METALLO_MEMBER", help="acting member id (default: config file)")]
+    "--member", envvar="METALLO_MEMBER", help="acting member id (default: config file, else the member you logged in as; "
+         "it must be that member)")]
 Project = Annotated[str | None, typer.Option(
     "--project", "-p", envvar="METALLO_PROJECT", help="Project id (default: config file)")]
 OutputOpt = Annotated[Output, typer.Option(

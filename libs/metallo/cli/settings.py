@@ -3,7 +3,7 @@
 Each value comes from the command's option, else the environment, else the
 config file (TOML, ``METALLO_CONFIG`` or ``~/.config/metallo/config.toml``)::
 
-    member = "m-alice"          # METALLO_MEMBER   (--member)
+    member = "m-alice"          # METALLO_MEMBER   (--member; default: the logged-in member)
     project = "demo"            # METALLO_PROJECT  (--project)
     amqp_url = "amqp://guest:guest@127.0.0.1:5672/"   # METALLO_AMQP_URL
     topology_prefix = ""        # METALLO_TOPOLOGY_PREFIX
@@ -85,7 +85,7 @@ def connection(config: dict | None = None) -> Connection:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who acts (member id) and where (Project id)."""
+    """Who acts (member id; "" = the member the login token names) and where (Project id)."""
 
     member: str
     project: str
@@ -95,18 +95,18 @@ def actor(member: str | None, project: str | None, config: dict | None = None) -
     """Resolve the acting member and Project (option > environment > config file).
 
     The options are declared with ``envvar`` so Typer has already applied the
-    environment; this adds the config file and refuses a missing value (exit 2).
+    environment; this adds the config file and refuses a missing Project (exit 2).
+    No member means the member of the login token (``metallo login``): the owner
+    takes it from the token, and refuses a named member the token does not prove.
     """
     config = load_config() if config is None else config
-    member = member or os.environ.get("METALLO_MEMBER") or config.get("member")
+    member = member or os.environ.get("METALLO_MEMBER") or config.get("member") or ""
     project = project or os.environ.get("METALLO_PROJECT") or config.get("project")
-    if not member:
-        raise CliError("no acting member", "pass --member m-…, set METALLO_MEMBER, or put "
-                       f"member = \"m-…\" in {config_path()}", Exit.USAGE)
     if not project:
         raise CliError("no Project", "pass --project ID, set METALLO_PROJECT, or put "
                        f"project = \"…\" in {config_path()}", Exit.USAGE)
-    for name, value in (("member", member), ("project", project)):
+    checked = [("member", member)] if member else []
+    for name, value in (*checked, ("project", project)):
         if len(str(value)) > 200 or not str(value).strip():
             raise CliError(f"the {name} id is empty or longer than 200 characters",
                            f"check --{name}", Exit.USAGE)

@@ -16,6 +16,7 @@ from aio_pika.exceptions import ChannelClosed
 from aiormq.exceptions import AMQPError
 from google.protobuf.message import Message
 
+from metallo.cli.credentials import current_token
 from metallo.cli.exits import CliError, Exit, no_answer_hint, rejection_exit, rejection_hint
 from metallo.cli.settings import Actor, Connection, redacted_url
 from metallo.common.v1 import common_pb2
@@ -120,13 +121,18 @@ class Platform:
     async def request(self, message: Message, *, timeout: float | None = None) -> Message:
         """Send a command or query and return the typed reply.
 
+        The member's token (``metallo login``) travels in the request's header;
+        without a valid one nothing is sent (exit 2, ``login-required``).
+
         Raises CliError: a rejection (exit 2, or 3 for not-found codes), no reply in
         time (exit 4, with the command id to retry safely) or an owner that is not
         running (exit 4; checked before sending, so nothing waits in its queue).
         """
+        token = current_token()  # before anything is sent: no token, nothing sent
         await self._require_consumer(message)
         try:
-            return await self._client.request(message, timeout=timeout or self.conn.timeout_seconds)
+            return await self._client.request(message, timeout=timeout or self.conn.timeout_seconds,
+                                              member_token=token)
         except Rejected as exc:
             # Details the message already spells out (e.g. each actions.yaml problem) once.
             details = "".join(f"\n  {k}: {v}" for k, v in sorted(exc.details.items())

@@ -14,10 +14,13 @@ from urllib.parse import urlsplit
 
 from metallo.devstack.k8s_lab import lab_state
 from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.devstack.rabbitmq import broker_url, principal
 from metallo.messaging.topology import Topology
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 K8S_SITE_ID = "lab-k8s"
+LAB_ACCOUNTS_FILE = "lab-accounts.json"    # the lab issuer's logins (password hashes)
+LAB_PASSWORDS_FILE = "lab-passwords.json"  # their passwords, for `metallo dev login`
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
 #: Each component's operations endpoint (/healthz, /readyz, /metrics) on loopback:
 #: METALLO_DEV_OPS_PORT_BASE (default 9461) plus the component's place here.
@@ -40,6 +43,11 @@ class Options:
     def edge_url(self) -> str:
         """The Site edge's base URL, ``https://127.0.0.1:<edge_port>``."""
         return f"https://127.0.0.1:{self.edge_port}"
+
+    @property
+    def issuer_url(self) -> str:
+        """The lab issuer (``iss`` of member tokens), served on the edge."""
+        return f"{self.edge_url}/lab-issuer"
 
     @property
     def git_base(self) -> str:
@@ -93,14 +101,19 @@ def slurm_lab_running() -> bool:
 def common_env(layout: Layout, options: Options) -> dict[str, str]:
     """Settings every service reads. ``dev up`` checked autovacuum while migrating
     (``prepare.migrate_all``) and said so once: the services' own migrations at start
-    do not repeat it."""
+    do not repeat it. Member tokens come from the lab issuer on the edge; only the
+    default assertion grants hold (``metallo.messaging.intake``)."""
+    from metallo.messaging.intake import DEFAULT_ASSERTERS
     from metallo.persistence.migrations import AUTOVACUUM_CHECKED_ENV
 
     return {
         "PYTHONUNBUFFERED": "1",
         AUTOVACUUM_CHECKED_ENV: "1",
-        "METALLO_AMQP_URL": options.amqp_url,
         "METALLO_TOPOLOGY_PREFIX": options.topology_prefix,
+        "METALLO_BUS_ASSERTERS": DEFAULT_ASSERTERS,
+        "METALLO_OIDC_ISSUER": options.issuer_url,
+        "METALLO_OIDC_JWKS_URL": f"{options.issuer_url}/.well-known/jwks.json",
+        "METALLO_OIDC_CA_FILE": str(layout.certs / "ca.pem"),
         "METALLO_GOVERNANCE_FILE": str(REPO_ROOT / "examples" / "governance.yaml"),
         "METALLO_DEFERRALS_FILE": str(REPO_ROOT / "contracts" / "deferrals.json"),
         # The repository policy (metallo.repository_policy): development reads local
@@ -142,7 +155,8 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_LAB_GIT_ROOT": str(layout.git_root),
             "METALLO_LAB_GIT_OPERATOR_TOKEN_FILE": str(layout.secrets / "git-operator-token"),
             "METALLO_LAB_ISSUER_DIR": str(layout.issuer),
-            "METALLO_LAB_ISSUER_URL": f"{options.edge_url}/lab-issuer",
+            "METALLO_LAB_ISSUER_URL": options.issuer_url,
+            "METALLO_LAB_ACCOUNTS_FILE": str(layout.secrets / LAB_ACCOUNTS_FILE),
             **({"METALLO_LAB_ISSUER_KEY": str(issuer_key(options))} if issuer_key(options) else {}),
         }, ready=f"https:{options.edge_url}/healthz")
     workload_portfolio = Component(
@@ -171,6 +185,9 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     runtimes = [runtime_component(layout, options)]
     if options.kubernetes:
         runtimes.append(kubernetes_runtime_component(layout, options))
+    for service in (site_coordination, workload_portfolio, execution_core, pipeline_coordination):
+        service.env["METALLO_AMQP_URL"] = broker_url(layout, options.amqp_url,
+                                                     principal(service.name))
     components, missing = [], []
     base = int(os.environ.get("METALLO_DEV_OPS_PORT_BASE", "9461"))
     for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination,

@@ -126,14 +126,15 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
                       kubernetes=kubernetes)
-    components, missing = plan(layout, options)
-    for name in missing:
-        say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
     say(f"executor: {chosen}")
     try:
         prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
         raise StackError(str(exc)) from None
+    # After prepare: the components' settings name the RabbitMQ users it made.
+    components, missing = plan(layout, options)
+    for name in missing:
+        say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
     extra = {"ca_file": str(prepared.ca_file),
              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "k8s_lab": k8s_lab}
@@ -192,8 +193,8 @@ def stack_options(state: dict) -> Options:
 
 
 def warn_active_runs(options: Options, say=print) -> int:
-    """Say how many Runs are still active before the stack stops (a new user's Run
-    failed when its stage-out found the lab Git server gone); return that count (0
+    """Say how many Runs are still active before the stack stops (a stage-out that
+    finds the lab Git server gone fails its Run); return that count (0
     also when Execution Core cannot tell: stopping goes on regardless)."""
     try:
         active = asyncio.run(count_active_runs(options))

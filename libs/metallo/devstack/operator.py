@@ -11,6 +11,8 @@ the Runtime stopped and before Site Coordination stops.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 
 from google.protobuf.message import Message
@@ -31,14 +33,42 @@ def dev_operator() -> str:
     return os.environ.get("METALLO_DEV_OPERATOR") or DEFAULT_OPERATOR
 
 
+def operator_token(layout: Layout, options: Options) -> str:
+    """An access token of the stack's operator from the lab issuer (password grant with
+    the password ``dev up`` made, ``secrets/lab-passwords.json``); never saved. Raises
+    OperatorLoginError when the operator has no lab login or the issuer refuses."""
+    from metallo.cli.credentials import password_login
+    from metallo.cli.exits import CliError
+    from metallo.devstack.components import LAB_PASSWORDS_FILE
+
+    member = dev_operator()
+    try:
+        password = json.loads((layout.secrets / LAB_PASSWORDS_FILE).read_text())[member]
+    except (OSError, ValueError, KeyError):
+        raise OperatorLoginError(f"the lab issuer has no login for the operator {member!r} "
+                                 "(give it an oidc_subject in examples/governance.yaml)") from None
+    try:
+        return password_login(options.issuer_url, member, password,
+                              ca_file=str(layout.certs / "ca.pem")).access_token
+    except CliError as exc:
+        raise OperatorLoginError(f"the operator {member!r} could not log in: {exc}") from None
+
+
+class OperatorLoginError(RuntimeError):
+    """The dev stack's operator could not obtain a member token."""
+
+
 async def operator_request(options: Options, message: Message,
-                           timeout: float = REQUEST_TIMEOUT_SECONDS) -> Message:
-    """Send one operator request on the stack's broker; the typed reply.
-    Raises the client's Rejected / OutcomeUncertain / ServiceUnavailable."""
+                           timeout: float = REQUEST_TIMEOUT_SECONDS,
+                           layout: Layout | None = None) -> Message:
+    """Send one operator request on the stack's broker with the operator's member token
+    (the owner takes the acting member from it); the typed reply. Raises
+    OperatorLoginError and the client's Rejected / OutcomeUncertain / ServiceUnavailable."""
+    token = await asyncio.to_thread(operator_token, layout or Layout.default(), options)
     client = RequestClient(options.amqp_url, Topology(prefix=options.topology_prefix))
     await client.start()
     try:
-        return await client.request(message, timeout=timeout)
+        return await client.request(message, timeout=timeout, member_token=token)
     finally:
         await client.close()
 
@@ -50,7 +80,7 @@ async def create_runtime_grant(layout: Layout, options: Options, site_id: str | 
     secret = new_grant_secret()
     reply = await operator_request(options, create_grant_command(
         dev_operator(), site_id or options.site_id, environment, GRANT_LIFETIME,
-        "metallo dev up: Site Runtime", secret))
+        "metallo dev up: Site Runtime", secret), layout=layout)
     write_secret(layout.secrets / name, secret + "\n")
     return reply.grant.grant_id
 

@@ -1,8 +1,9 @@
 """Everything ``dev up`` does before starting processes: reach PostgreSQL and
 RabbitMQ, migrate each service database, make the development TLS certificate,
-the lab Git operator token and Git credentials. Idempotent. The Site Runtime's
-``psb_`` command grant (seed 004 §4B) is asked of Site Coordination once it
-serves (``devstack.operator``, called by the supervisor)."""
+the lab Git operator token and Git credentials, one RabbitMQ user per service and
+the lab issuer's logins (docs/operators.md, Trust boundaries). Idempotent. The Site
+Runtimes' ``psb_`` command grants (seed 004 §4B) are asked of Site Coordination once
+it serves (``devstack.operator``, called by the supervisor)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,15 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from metallo.devstack.components import Options, runnable
+from metallo.devstack.components import (
+    LAB_ACCOUNTS_FILE,
+    LAB_PASSWORDS_FILE,
+    SERVICES,
+    Options,
+    runnable,
+)
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
+from metallo.devstack.rabbitmq import BrokerUsersError, ensure_users
 
 
 class PrepareError(Exception):
@@ -114,6 +122,30 @@ async def ensure_notifications_queue(options: Options) -> str:
                                              Topology(prefix=options.topology_prefix))
 
 
+def ensure_lab_accounts(layout: Layout) -> list[str]:
+    """One lab issuer login per governance member with an ``oidc_subject``: user name the
+    member id, a random password kept in ``secrets/lab-passwords.json`` (0600, reused
+    by the next ``dev up``; ``metallo dev login`` reads it), its scrypt hash in
+    ``secrets/lab-accounts.json`` for the issuer. Returns the user names."""
+    from metallo.governance import GovernanceFile
+    from metallo.identity.lab_login import LabAccount, hash_password, write_accounts
+
+    governance = GovernanceFile(REPO_ROOT / "examples" / "governance.yaml").current()
+    path = layout.secrets / LAB_PASSWORDS_FILE
+    try:
+        passwords = json.loads(path.read_text())
+    except (OSError, ValueError):
+        passwords = {}
+    accounts = []
+    for member in governance.members.values():
+        if member.oidc_subject:
+            password = passwords.setdefault(member.id, secrets.token_urlsafe(18))
+            accounts.append(LabAccount(member.id, member.oidc_subject, hash_password(password)))
+    write_secret(path, json.dumps(passwords, indent=1))
+    write_accounts(layout.secrets / LAB_ACCOUNTS_FILE, accounts)
+    return [a.username for a in accounts]
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What ``prepare`` made: migrated services and the CA file. The runtime grant is
@@ -143,6 +175,12 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     ca = await asyncio.to_thread(ensure_certificates, layout)
     say(f"development CA: {ca}")
     ensure_git_credentials(layout, options)
+    try:
+        users = await ensure_users(layout, options.amqp_url, SERVICES, options.topology_prefix)
+    except BrokerUsersError as exc:
+        raise PrepareError(str(exc)) from None
+    say(f"RabbitMQ users: {', '.join(users)}")
+    say(f"lab issuer logins: {', '.join(await asyncio.to_thread(ensure_lab_accounts, layout))}")
     if options.kubernetes:
         # The Kubernetes lab runs Pods as member users: they read the CA (public) here.
         public = layout.root / "public"

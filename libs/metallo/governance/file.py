@@ -75,7 +75,14 @@ def _reference_problems(doc: Document) -> list[Problem]:
     data = _mapping(doc.data)
     sites, members, projects = (_mapping(data.get(k)) for k in ("sites", "members", "projects"))
     out: list[Problem] = []
+    subjects: dict[str, str] = {}
     for mid, m in members.items():
+        subject = _mapping(m).get("oidc_subject")
+        if isinstance(subject, str):
+            if subject in subjects:
+                out.append(doc.problem(("members", mid, "oidc_subject"),
+                                       f"oidc_subject {subject!r} is also {subjects[subject]}'s"))
+            subjects.setdefault(subject, mid)
         for sid in _mapping(_mapping(m).get("bindings")):
             if sid not in sites:
                 out.append(doc.problem(("members", mid, "bindings", sid),
@@ -112,6 +119,7 @@ def _build(data: dict) -> Governance:
         mid: Member(
             id=mid,
             name=m.get("name", mid),
+            oidc_subject=m.get("oidc_subject"),
             bindings=MappingProxyType({
                 sid: Binding(site_username=b["site_username"], account=b["account"])
                 for sid, b in (m.get("bindings") or {}).items()

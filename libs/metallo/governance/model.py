@@ -41,11 +41,14 @@ class Binding:
 
 @dataclass(frozen=True)
 class Member:
-    """A member: stable ``id`` (e.g. ``m-alice``), display ``name``, bindings by Site id."""
+    """A member: stable ``id`` (e.g. ``m-alice``), display ``name``, bindings by Site id,
+    and ``oidc_subject``: the ``sub`` of the member's access tokens at the platform's
+    member-token issuer (None: the member cannot authenticate on the command bus)."""
 
     id: str
     name: str
     bindings: Mapping[str, Binding] = field(default_factory=lambda: MappingProxyType({}))
+    oidc_subject: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,14 @@ class Governance:
         ``capability`` (``sites.grants``, ``sites.drain``, ``platform.read``);
         False for an unknown member or capability."""
         return capability in self.operators.get(member_id, frozenset())
+
+    def member_for_subject(self, subject: str) -> Member | None:
+        """The member whose ``oidc_subject`` is ``subject`` (seed 002 AUTH-01: the
+        issuer and subject pair, never a username), or None."""
+        for m in self.members.values():
+            if m.oidc_subject is not None and m.oidc_subject == subject:
+                return m
+        return None
 
     def binding(self, member_id: str, site_id: str) -> Binding | None:
         """The member's account binding at the Site, or None."""

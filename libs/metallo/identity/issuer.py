@@ -12,6 +12,10 @@ When that is unset or missing, :meth:`LabIssuer.from_environment` generates a
 2048-bit key in the directory it is given (mode 0600) and writes ``jwks.json``.
 When a ``jwks.json`` lies beside the key and lists the same modulus, its ``kid``
 is used, so tokens match what Slurm was told to trust.
+
+For ``metallo login`` (``metallo.identity.lab_login``) it also signs bus access
+tokens (``typ: Bearer``, ``azp`` the login client, 15 minutes) and refresh tokens
+(``typ: Refresh``, audience the issuer itself, 8 hours) that only it accepts back.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 MAX_LIFETIME_SECONDS = 3600
 DEFAULT_ISSUER = "https://127.0.0.1:8443/lab-issuer"
 DEFAULT_AZP = "metallo-site-runtime"
+ACCESS_LIFETIME_SECONDS = 900        # bus access tokens of `metallo login`
+REFRESH_LIFETIME_SECONDS = 8 * 3600  # their refresh tokens
 
 
 def _b64(number: int) -> str:
@@ -144,3 +150,44 @@ class LabIssuer:
         }
         token = jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self.kid})
         return token, datetime.fromtimestamp(now + lifetime, tz=UTC)
+
+    def issue_access(self, subject: str, client_id: str,
+                     lifetime_seconds: int = ACCESS_LIFETIME_SECONDS) -> tuple[str, int]:
+        """Sign a bus access token (``typ: Bearer``, no Site claims) for the lab login of
+        ``subject`` through client ``client_id``; return ``(jwt, lifetime seconds)``."""
+        return self._sign(subject, client_id, "Bearer", lifetime_seconds, scope="openid")
+
+    def issue_refresh(self, subject: str, client_id: str,
+                      lifetime_seconds: int = REFRESH_LIFETIME_SECONDS) -> tuple[str, int]:
+        """Sign a refresh token (``typ: Refresh``, audience the issuer itself); return
+        ``(jwt, lifetime seconds)``. Only :meth:`refreshed_subject` accepts it."""
+        return self._sign(subject, client_id, "Refresh", lifetime_seconds, audience=self.issuer)
+
+    def refreshed_subject(self, token: str, client_id: str) -> str:
+        """The subject of a refresh token this issuer signed for ``client_id``.
+
+        Raises ValueError when the token is not one (another signer, type, client or
+        issuer, expired, malformed); the message never quotes the token.
+        """
+        try:
+            claims = jwt.decode(token, self._key.public_key(), algorithms=["RS256"],
+                                audience=self.issuer, issuer=self.issuer,
+                                options={"require": ["exp", "sub", "iss", "aud"]})
+        except jwt.PyJWTError as exc:
+            raise ValueError(f"the refresh token is not valid ({type(exc).__name__})") from None
+        if claims.get("typ") != "Refresh" or claims.get("azp") != client_id:
+            raise ValueError("the token is not a refresh token of this client")
+        return str(claims["sub"])
+
+    def _sign(self, subject: str, client_id: str, typ: str, lifetime_seconds: int,
+              **extra: str) -> tuple[str, int]:
+        if not subject or not client_id:
+            raise ValueError("subject and client_id are required")
+        lifetime = max(1, int(lifetime_seconds))
+        now = int(time.time())
+        claims = {"iss": self.issuer, "sub": subject, "azp": client_id, "typ": typ,
+                  "iat": now, "nbf": now, "exp": now + lifetime, "jti": secrets.token_hex(16)}
+        if "audience" in extra:
+            claims["aud"] = extra.pop("audience")
+        claims.update(extra)
+        return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": self.kid}), lifetime

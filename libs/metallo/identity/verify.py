@@ -293,40 +293,7 @@ class MemberTokenVerifier:
         or :class:`JwksUnavailable`.
         """
         raw = token.bearer() if isinstance(token, MemberCredential) else token
-        if not isinstance(raw, str) or not raw or len(raw) > MAX_TOKEN_CHARS or raw.count(".") != 2:
-            raise MemberTokenRejected("malformed", "the token is not a compact JWS")
-        header = _header(raw)
-        if header.get("alg") != ALGORITHM:
-            raise MemberTokenRejected("algorithm", "only RS256 tokens are accepted")
-        kid = header.get("kid")
-        if not isinstance(kid, str) or not kid:
-            raise MemberTokenRejected("unknown-key", "the token names no key")
-        key = await self.keys.key(kid)
-        remembered = self._memo.get(raw)
-        if remembered is not None and remembered[0] is key:
-            self._memo.move_to_end(raw)
-            return self._check_claims(remembered[1], site_username)
-        try:
-            claims = jwt.decode(
-                raw,
-                key=key,
-                algorithms=[ALGORITHM],
-                options={
-                    "verify_signature": True,
-                    "verify_exp": False,
-                    "verify_nbf": False,
-                    "verify_iat": False,
-                    "verify_aud": False,
-                    "verify_iss": False,
-                },
-            )
-        except jwt.InvalidSignatureError:
-            raise MemberTokenRejected("signature", "the token signature does not verify") from None
-        except jwt.PyJWTError:
-            raise MemberTokenRejected("malformed", "the token cannot be decoded") from None
-        self._memo[raw] = (key, claims)
-        while len(self._memo) > MEMO_ENTRIES:
-            self._memo.popitem(last=False)
+        claims = await signed_claims(raw, self.keys, self._memo)
         return self._check_claims(claims, site_username)
 
     def _check_claims(self, claims: Mapping[str, Any], site_username: str) -> VerifiedMemberToken:
@@ -355,21 +322,81 @@ class MemberTokenVerifier:
             names = [audience] if isinstance(audience, str) else audience
             if not isinstance(names, list) or names != [self.authorized_party]:
                 raise MemberTokenRejected("audience", "the token names another audience")
-        now = self.clock()
-        exp = _number(claims, "exp", required=True)
-        nbf = _number(claims, "nbf")
-        iat = _number(claims, "iat")
-        assert exp is not None
-        if now >= exp + self.leeway_seconds:
-            raise MemberTokenRejected("expired", "the token has expired")
-        if nbf is not None and now + self.leeway_seconds < nbf:
-            raise MemberTokenRejected("not-yet-valid", "the token is not valid yet")
-        start = nbf if nbf is not None else iat if iat is not None else now
-        if exp - start > self.max_validity_seconds:
-            raise MemberTokenRejected("validity-too-long", "the token is valid for too long")
+        exp = validity_window(claims, self.clock(), leeway_seconds=self.leeway_seconds,
+                              max_validity_seconds=self.max_validity_seconds)
         return VerifiedMemberToken(
             subject=subject, site_username=claimed, issuer=self.issuer, expires_at=exp
         )
+
+
+async def signed_claims(
+    raw: object, keys: JwksCache, memo: OrderedDict[str, tuple[Any, dict[str, Any]]]
+) -> dict[str, Any]:
+    """The claims of compact JWS ``raw`` once its RS256 signature verifies with the
+    issuer key its ``kid`` names. Checks no claim. ``memo`` remembers verified
+    signatures by exact token and key object (a JWKS refresh makes new key objects,
+    so its entries lapse), bounded to ``MEMO_ENTRIES``.
+
+    Raises :class:`MemberTokenRejected` (``malformed``, ``algorithm``,
+    ``unknown-key``, ``signature``) or :class:`JwksUnavailable`.
+    """
+    if not isinstance(raw, str) or not raw or len(raw) > MAX_TOKEN_CHARS or raw.count(".") != 2:
+        raise MemberTokenRejected("malformed", "the token is not a compact JWS")
+    header = _header(raw)
+    if header.get("alg") != ALGORITHM:
+        raise MemberTokenRejected("algorithm", "only RS256 tokens are accepted")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise MemberTokenRejected("unknown-key", "the token names no key")
+    key = await keys.key(kid)
+    remembered = memo.get(raw)
+    if remembered is not None and remembered[0] is key:
+        memo.move_to_end(raw)
+        return remembered[1]
+    try:
+        claims = jwt.decode(
+            raw,
+            key=key,
+            algorithms=[ALGORITHM],
+            options={
+                "verify_signature": True,
+                "verify_exp": False,
+                "verify_nbf": False,
+                "verify_iat": False,
+                "verify_aud": False,
+                "verify_iss": False,
+            },
+        )
+    except jwt.InvalidSignatureError:
+        raise MemberTokenRejected("signature", "the token signature does not verify") from None
+    except jwt.PyJWTError:
+        raise MemberTokenRejected("malformed", "the token cannot be decoded") from None
+    memo[raw] = (key, claims)
+    while len(memo) > MEMO_ENTRIES:
+        memo.popitem(last=False)
+    return claims
+
+
+def validity_window(
+    claims: Mapping[str, Any], now: float, *, leeway_seconds: float, max_validity_seconds: float
+) -> float:
+    """Check ``exp``/``nbf``/``iat`` at ``now`` (POSIX seconds); return ``exp``.
+
+    Raises :class:`MemberTokenRejected` (``malformed``, ``expired``,
+    ``not-yet-valid``, ``validity-too-long``).
+    """
+    exp = _number(claims, "exp", required=True)
+    nbf = _number(claims, "nbf")
+    iat = _number(claims, "iat")
+    assert exp is not None
+    if now >= exp + leeway_seconds:
+        raise MemberTokenRejected("expired", "the token has expired")
+    if nbf is not None and now + leeway_seconds < nbf:
+        raise MemberTokenRejected("not-yet-valid", "the token is not valid yet")
+    start = nbf if nbf is not None else iat if iat is not None else now
+    if exp - start > max_validity_seconds:
+        raise MemberTokenRejected("validity-too-long", "the token is valid for too long")
+    return exp
 
 
 def _header(raw: str) -> dict[str, Any]:

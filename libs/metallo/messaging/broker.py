@@ -8,6 +8,7 @@ back instead of an ack), quiet logging, a bounded connect timeout.
 from __future__ import annotations
 
 import logging
+from urllib.parse import unquote, urlsplit
 
 from aiormq.abc import DeliveredMessage
 from faststream.rabbit import Channel, ExchangeType, RabbitBroker, RabbitExchange, RabbitQueue
@@ -40,3 +41,12 @@ def durable_queue(name: str, arguments: dict | None = None, routing_key: str = "
 def was_returned(result: object) -> bool:
     """True when a mandatory publish (FastStream's or aio-pika's) came back as a Basic.Return (unroutable)."""
     return isinstance(result, DeliveredMessage) and isinstance(result.delivery, Basic.Return)
+
+
+def principal_of(amqp_url: str) -> str:
+    """The RabbitMQ user an ``amqp://user:password@host/`` URL connects as (``guest`` when
+    the URL names none, as AMQP clients default). Every publish sets it as ``user_id``,
+    which RabbitMQ refuses unless it equals the connection's user: owners read it as the
+    sender's proven principal (``metallo.messaging.intake``)."""
+    user = urlsplit(amqp_url).username
+    return unquote(user) if user else "guest"

@@ -20,9 +20,10 @@ from faststream.rabbit import RabbitBroker, RabbitMessage, RabbitQueue
 from google.protobuf.message import Message
 
 from metallo.common.v1 import common_pb2
-from metallo.messaging.broker import make_broker, topic_exchange, was_returned
+from metallo.messaging.broker import make_broker, principal_of, topic_exchange, was_returned
 from metallo.messaging.envelope import decode
 from metallo.messaging.errors import OutcomeUncertain, PoisonMessage, Rejected
+from metallo.messaging.intake import MEMBER_TOKEN_HEADER
 from metallo.messaging.registry import message_class
 from metallo.messaging.topology import CONTENT_TYPE, Topology, contract_version, request_routing_key
 
@@ -79,8 +80,14 @@ class RequestClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def request(self, message: Message, *, timeout: float = 10.0) -> Message:
+    async def request(self, message: Message, *, timeout: float = 10.0,
+                      member_token: str | None = None) -> Message:
         """Send ``message`` to its owner and return the typed reply.
+
+        ``member_token``, when given, is the member's access token: it travels in the
+        ``authorization`` header (``Bearer <token>``), never in the body, and the owner
+        takes the acting member from it (``metallo.messaging.intake``). Every request
+        carries this connection's user as ``user_id``.
 
         Raises :class:`Rejected` (the owner refused, with its code),
         :class:`OutcomeUncertain` (no reply within ``timeout`` seconds) or
@@ -89,6 +96,9 @@ class RequestClient:
         if self._broker is None:
             raise RuntimeError("RequestClient.start() was not called")
         owner, key = request_routing_key(message)
+        headers = {"contract-version": contract_version(message)}
+        if member_token:
+            headers[MEMBER_TOKEN_HEADER] = f"Bearer {member_token}"
         correlation_id = str(uuid.uuid4())
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = future
@@ -106,7 +116,8 @@ class RequestClient:
                     message_id=str(uuid.uuid4()),
                     correlation_id=correlation_id,
                     reply_to=self._reply_queue,
-                    headers={"contract-version": contract_version(message)},
+                    headers=headers,
+                    user_id=principal_of(self.amqp_url),
                 )
             except TimeoutError as exc:
                 raise OutcomeUncertain(f"{key}: the broker did not confirm within {timeout}s") from exc

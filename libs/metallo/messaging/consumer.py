@@ -29,9 +29,10 @@ from aio_pika.abc import AbstractIncomingMessage
 from aio_pika.exceptions import ChannelInvalidStateError
 from faststream.rabbit import RabbitBroker
 
-from metallo.messaging.broker import durable_queue, make_broker, topic_exchange
+from metallo.messaging.broker import durable_queue, make_broker, principal_of, topic_exchange
 from metallo.messaging.envelope import Envelope, decode
 from metallo.messaging.errors import PoisonMessage
+from metallo.messaging.intake import MEMBER_TOKEN_HEADER, SENDER_HEADER
 from metallo.messaging.registry import load_all_messages
 from metallo.messaging.relay import backoff_seconds
 from metallo.messaging.topology import Topology
@@ -311,6 +312,8 @@ class QueueConsumer:
 
     async def _park(self, incoming: AbstractIncomingMessage, reason: str) -> None:
         headers = dict(incoming.headers or {})
+        # A parked delivery stays for an operator: a member's bearer token never does.
+        headers.pop(MEMBER_TOKEN_HEADER, None)
         headers["x-metallo-dead-reason"] = reason[:500]
         headers["x-metallo-source-queue"] = self.queue_name
         DEAD_LETTERED.labels(self.queue_name).inc()
@@ -350,11 +353,17 @@ class QueueConsumer:
     async def _republish(
         self, incoming: AbstractIncomingMessage, queue: str, headers: dict, expiration: float | None = None
     ) -> None:
+        principal = principal_of(self.amqp_url)
+        if SENDER_HEADER not in headers or incoming.user_id != principal:
+            # The re-queued copy carries this owner's user_id; the original sender
+            # travels beside it, believed only under that user_id (intake.sender).
+            headers[SENDER_HEADER] = incoming.user_id or ""
         await self.broker.publish(
             incoming.body,
             routing_key=queue,
             persist=True,
             timeout=10,
+            user_id=principal,
             content_type=incoming.content_type,
             message_type=incoming.type,
             message_id=incoming.message_id,

@@ -45,7 +45,7 @@ from faststream.rabbit import RabbitBroker
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from metallo.messaging.broker import make_broker, topic_exchange, was_returned
+from metallo.messaging.broker import make_broker, principal_of, topic_exchange, was_returned
 from metallo.messaging.outbox import NOTIFY_CHANNEL
 from metallo.messaging.topology import CONTENT_TYPE, Topology
 from metallo.persistence.wakeups import WakeListener
@@ -209,6 +209,7 @@ class OutboxRelay:
     ):
         self.engine = engine
         self.amqp_url = amqp_url
+        self._principal = principal_of(amqp_url)
         self.topology = topology
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.batch = batch
@@ -457,6 +458,7 @@ class OutboxRelay:
             correlation_id=row.correlation_id,
             headers=headers,
             delivery_mode=DeliveryMode.PERSISTENT,
+            user_id=self._principal,
         )
         try:
             channel = await (await self._exchange(row.exchange)).channel.get_underlay_channel()

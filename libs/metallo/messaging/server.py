@@ -10,6 +10,10 @@ replied (a ``transient`` one is replied, not saved). Any other exception is retr
 
 Queries run read-only and are replied directly (no outbox: they change nothing).
 A command's or query's ``before`` step (e.g. a git read) runs outside any transaction.
+
+Before either, :class:`~metallo.messaging.intake.Intake` decides who is asking (a
+member token, or a principal allowed to assert the acting member); a refusal
+there is replied and never saved, and nothing else runs.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from metallo.common.v1 import common_pb2
+from metallo.messaging.broker import principal_of
 from metallo.messaging.consumer import QueueConsumer
 from metallo.messaging.envelope import Envelope
 from metallo.messaging.errors import PoisonMessage, Rejected
+from metallo.messaging.intake import Intake
 from metallo.messaging.outbox import Outbox
 from metallo.messaging.registry import full_name
 from metallo.messaging.schema import command_receipts
@@ -81,8 +87,12 @@ class CommandServer:
         topology: Topology,
         *,
         prefetch: int = 32,
+        intake: Intake | None = None,
     ):
+        """``intake`` decides who may ask (default: :meth:`Intake.from_environment`
+        for the principal of ``amqp_url``)."""
         self.context = context
+        self.intake = intake or Intake.from_environment(principal_of(amqp_url))
         self.engine = engine
         self.sessions = session_factory(engine)
         self.amqp_url = amqp_url
@@ -187,11 +197,34 @@ class CommandServer:
                 _DECIDED.reset(token)
         return run
 
-    async def _handle_command(self, envelope: Envelope, _incoming) -> None:
+    async def _admitted(self, envelope: Envelope, incoming) -> bool:
+        """Run the intake check; reply its refusal (unsaved) and say False when it refuses."""
+        try:
+            await self.intake.admit(envelope.message, incoming)
+        except Rejected as exc:
+            log.warning("%s refused %s %s from %r: %s", self.context, full_name(envelope.message),
+                        envelope.message_id, incoming.user_id, exc.code)
+            outcome = rejected(exc.code, exc.message, exc.details)
+            if exc.transient:
+                outcome.rejected.details["transient"] = "true"
+            _DECIDED.set(outcome)
+            if self._is_query(envelope):
+                await self._reply_query(envelope, outcome)
+            else:
+                await self._save_and_reply(envelope, None, outcome)
+            return False
+        return True
+
+    def _is_query(self, envelope: Envelope) -> bool:
+        return full_name(envelope.message) in self._queries
+
+    async def _handle_command(self, envelope: Envelope, incoming) -> None:
         name = full_name(envelope.message)
         handler = self._commands.get(name)
         if handler is None:
             raise PoisonMessage(f"{self.context} does not handle command {name}")
+        if not await self._admitted(envelope, incoming):
+            return
         command_id = envelope.message.metadata.command_id
         if not command_id:
             await self._save_and_reply(envelope, None, rejected("invalid-argument", "metadata.command_id is required"))
@@ -281,11 +314,13 @@ class CommandServer:
                 session, outcome, reply_to=envelope.reply_to, correlation_id=envelope.correlation_id
             )
 
-    async def _handle_query(self, envelope: Envelope, _incoming) -> None:
+    async def _handle_query(self, envelope: Envelope, incoming) -> None:
         name = full_name(envelope.message)
         handler = self._queries.get(name)
         if handler is None:
             raise PoisonMessage(f"{self.context} does not handle query {name}")
+        if not await self._admitted(envelope, incoming):
+            return
         before = self._before.get(name)
         try:
             prepared = await before(envelope.message) if before is not None else None
@@ -297,6 +332,9 @@ class CommandServer:
         except Rejected as exc:
             outcome = rejected(exc.code, exc.message, exc.details)
         _DECIDED.set(outcome)
+        await self._reply_query(envelope, outcome)
+
+    async def _reply_query(self, envelope: Envelope, outcome: common_pb2.Outcome) -> None:
         if envelope.reply_to:
             await self._consumers[1].broker.publish(
                 outcome.SerializeToString(deterministic=True),
@@ -307,4 +345,5 @@ class CommandServer:
                 message_id=str(uuid.uuid4()),
                 correlation_id=envelope.correlation_id,
                 headers={"contract-version": contract_version(outcome)},
+                user_id=principal_of(self.amqp_url),
             )

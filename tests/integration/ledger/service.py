@@ -18,9 +18,10 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 _RECORD_EFFECT = insert(effects)
 
 
-def ledger_server(engine, amqp_url: str, topology: Topology) -> CommandServer:
-    """A CommandServer for the ``testkit`` context: Deposit and GetBalance."""
-    server = CommandServer("testkit", engine, amqp_url, topology)
+def ledger_server(engine, amqp_url: str, topology: Topology, intake=None) -> CommandServer:
+    """A CommandServer for the ``testkit`` context: Deposit and GetBalance (``intake``:
+    who may ask, default from the environment)."""
+    server = CommandServer("testkit", engine, amqp_url, topology, intake=intake)
     outbox = Outbox(topology)
 
     @server.command(tk.Deposit)
