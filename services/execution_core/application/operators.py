@@ -5,7 +5,7 @@ governance file now (``sites.drain`` to drain or resume, ``platform.read`` to
 read), never a cached verdict. Draining is Execution Core's own state because
 it is a planning rule: a draining Site gets no new Attempts (planning and the
 supervisor's next Attempt wait with ``site-draining``) while its accepted work
-goes on unchanged (docs/decisions/site-drain-owned-by-execution-core.md).
+goes on unchanged (docs/decisions/0027-site-drain-owned-by-execution-core.md).
 """
 
 from __future__ import annotations
