@@ -242,6 +242,25 @@ class SiteDouble:
                 )
             )
 
+    async def report_progress(self, cmd: sc.AppendSiteCommand, code: str) -> str:
+        """Publish ``SiteProgressReported`` (a deferral of the held ``cmd``), as Site
+        Coordination does when its Runtime reports one; return the event's message id."""
+        async with self.sessions() as session, session.begin():
+            return str(
+                await self.outbox.publish_event(
+                    session,
+                    sc.SiteProgressReported(
+                        command_id=cmd.metadata.command_id,
+                        site_id=cmd.site_id,
+                        sequence=1,
+                        code=code,
+                        run_id=cmd.run_id,
+                        attempt_id=cmd.attempt_id,
+                    ),
+                    aggregate_id=f"stream:{cmd.site_id}",
+                )
+            )
+
     def count(self, attempt_id: str, kind: str) -> int:
         return sum(1 for c in self.received if c.attempt_id == attempt_id and c.kind == kind)
 

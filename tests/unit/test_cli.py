@@ -78,7 +78,7 @@ def test_unknown_command_and_bad_options_exit_2():
     bad_limit = run_cli("run", "list", "--limit", "0")
     assert bad_limit.code == 2 and "next:" in bad_limit.stderr
     bad_outcome = run_cli("run", "list", "--outcome", "maybe")
-    assert bad_outcome.code == 2 and "succeeded, failed or cancelled" in bad_outcome.stderr
+    assert bad_outcome.code == 2 and "succeeded, failed, cancelled, lost, timed-out" in bad_outcome.stderr
 
 
 def test_bad_command_id_is_refused_before_anything_is_sent(tmp_path):

@@ -17,8 +17,15 @@ MATERIAL = {"project": "demo", "spec": {"command": ["true"]}, "material_digest":
 class Sim:
     """Applies decisions like the supervisor does, so rules are tested as sequences."""
 
-    def __init__(self, family: str = s.QUEUED_BATCH, max_attempts: int = 1, backoff: float = 0.0):
+    def __init__(
+        self,
+        family: str = s.QUEUED_BATCH,
+        max_attempts: int = 1,
+        backoff: float = 0.0,
+        timing: lc.Timing = TIMING,
+    ):
         self.now = T0
+        self.timing = timing
         self.run = lc.RunView(
             run_id="r1",
             family=family,
@@ -33,14 +40,14 @@ class Sim:
             number=1,
             state=s.ATTEMPT_PENDING,
             created_at=T0,
-            dispatch_deadline=T0 + timedelta(seconds=TIMING.dispatch_timeout),
+            dispatch_deadline=T0 + timedelta(seconds=timing.dispatch_timeout),
         )
         self.seq = 0
         self.sent: list[tuple[int, str]] = []  # (attempt number, kind)
         self.last: lc.Decision | None = None
 
     def step(self) -> lc.Decision:
-        d = lc.decide(self.run, self.attempt, self.now, TIMING)
+        d = lc.decide(self.run, self.attempt, self.now, self.timing)
         self.last = d
         if d.new_attempt_number is not None:
             self.attempt = lc.AttemptView(

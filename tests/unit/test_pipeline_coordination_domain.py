@@ -90,6 +90,14 @@ def test_failed_step_fails_pipeline_and_skips_the_rest():
     assert s.pipeline.step(2).state == d.SKIPPED
 
 
+@pytest.mark.parametrize(("outcome", "code"), [("lost", "lost-at-site"), ("timed-out", "wall-time-exceeded")])
+def test_a_lost_or_timed_out_run_fails_its_step(outcome, code):
+    p = launch(running(("train", d.BATCH), ("eval", d.BATCH)), 1, C1, "run-1")
+    s = d.settle(d.on_run_completed(p, 1, "run-1", outcome, code, ""), NOW)
+    assert s.completed and s.pipeline.state == d.FAILED and s.pipeline.reason_code == code
+    assert s.pipeline.step(1).state == d.STEP_FAILED and s.pipeline.step(2).state == d.SKIPPED
+
+
 def test_duplicate_and_foreign_completions_are_absorbed():
     p = launch(running(("train", d.BATCH)), 1, C1, "run-1")
     p1 = d.on_run_completed(p, 1, "run-1", "succeeded", "", C2)

@@ -87,12 +87,12 @@ def test_normalised_specifications():
             {"name": "data", "url": "https://git.example.org/lab/data.git", "commit": SHA, "path": "inputs/data"},
             {"name": "tools", "url": "file:///srv/git/tools.git", "branch": "main", "path": "vendor/tools"},
         ],
-        "retry": {"maxAttempts": 3, "backoffSeconds": 60},
+        "retry": {"maxAttempts": 3, "backoffSeconds": 60, "onLost": False},
     }
     evaluate = normalise("evaluate", f.action("evaluate"), repository_url=REPO, commit=SHA)
     assert evaluate["environment"] == "k8s" and evaluate["intent"] == {"family": "queued-batch"}
     assert evaluate["resources"] == {"cpus": 1, "memoryMiB": 1024, "gpus": 0, "wallTimeSeconds": 3600}
-    assert evaluate["retry"] == {"maxAttempts": 1, "backoffSeconds": 0}
+    assert evaluate["retry"] == {"maxAttempts": 1, "backoffSeconds": 0, "onLost": False}
     app = normalise("app", f.action("app"), repository_url=REPO, commit=SHA)
     assert app["intent"] == {"family": "reconciled-service", "serviceKind": "application"}
     assert app["service"] == {"port": 8080, "replicas": 2, "healthPath": "/healthz"}

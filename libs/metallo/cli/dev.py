@@ -115,6 +115,12 @@ def status(output: opt.OutputOpt = Output.table) -> None:
                       f"{comp['restarts']}  {comp['log']}")
         for name in state.get("missing", []):
             out.print(f"  {name:<22} not in this checkout")
+        if state.get("k8s_lab"):
+            from metallo.devstack.k8s_lab import k8s_lab_status
+
+            lab = k8s_lab_status()
+            out.print(f"  {'kubernetes lab':<22} {'running' if lab['running'] else 'stopped':<10} "
+                      f"{lab['detail']}  kubeconfig {lab['kubeconfig']}")
     if degraded is not None:
         if output is Output.json:
             print_error(degraded)

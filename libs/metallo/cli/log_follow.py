@@ -22,7 +22,7 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 LOG_READ_SECONDS = 10.0  # seed 001, Private Run log commands: the operation is capped at 10 s
 POLL_MIN_SECONDS = 1.0  # between reads while the log grows
 POLL_MAX_SECONDS = 8.0  # between reads of a quiet log (each read is a Site command)
-ATTEMPT_ENDED = frozenset({"succeeded", "failed", "cancelled", "refused"})
+ATTEMPT_ENDED = frozenset({"succeeded", "failed", "cancelled", "refused", "lost"})
 NOT_AT_SITE_YET = frozenset({"pending", "preparing"})
 #: A read the Site may answer later: try again rather than stop following.
 RETRY_CODES = frozenset({"log-read-expired", "log-read-timeout", "authority-unavailable"})

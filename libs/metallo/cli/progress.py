@@ -14,6 +14,7 @@ from rich.text import Text
 
 from metallo.cli.exits import NO_ANSWER_CODES, CliError, Exit, no_answer_hint
 from metallo.cli.render import err, native_jobs_text
+from metallo.waiting import waiting_text
 
 POLL_SECONDS = 0.5
 
@@ -38,7 +39,14 @@ def run_line(run, step: str = "") -> str:
         parts.append(f"attempt {attempt.number} {attempt.state}")
     native = run.native_state or (attempt.native_state if attempt is not None else "")
     if native:
-        parts.append(f"native {native}")
+        # The stage the native state belongs to, when the Site says (``native stage-out PENDING``).
+        stage = f"{run.native_stage} " if run.native_stage else ""
+        doubt = run.observation_confidence
+        parts.append(f"native {stage}{native}" + (f" ({doubt})" if doubt in ("stale", "uncertain") else ""))
+    if run.phase != "terminal":
+        waits = waiting_text(run.waiting_reason, run.native_wait, native)
+        if waits:
+            parts.append(waits)
     jobs = native_jobs_text(attempt.native_jobs) if attempt is not None else ""
     if jobs:
         parts.append(f"jobs {jobs}")

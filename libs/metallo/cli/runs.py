@@ -26,15 +26,18 @@ from metallo.cli.render import (
 from metallo.cli.settings import Actor, actor, connection
 from metallo.cli.transport import Platform, command_metadata, query_metadata
 from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.waiting import waiting_text
 
 app = typer.Typer(no_args_is_help=True, help="Runs: show, list, wait for, cancel, read logs.")
 
-OUTCOME_EXIT = {"succeeded": Exit.OK, "failed": Exit.FAILED, "cancelled": Exit.FAILED}
+OUTCOME_EXIT = {"succeeded": Exit.OK, "failed": Exit.FAILED, "cancelled": Exit.FAILED,
+                "lost": Exit.FAILED, "timed-out": Exit.FAILED}
+OUTCOMES = tuple(OUTCOME_EXIT)
 MAX_LOG_BYTES = 5 * 1024 * 1024  # seed 001, Private Run log commands: 5 MiB upload cap
 
 
 def outcome_exit(outcome: str) -> Exit:
-    """0 for succeeded, 1 for failed or cancelled (exits.py)."""
+    """0 for succeeded, 1 for failed, cancelled, lost or timed-out (exits.py)."""
     return OUTCOME_EXIT.get(outcome, Exit.UNCERTAIN)
 
 
@@ -80,7 +83,10 @@ def print_run(run: ec.Run) -> None:
         ("project", run.project), ("action", run.action), ("action type", run.action_type),
         ("workload", f"{run.workload_id} r{run.revision}"), ("site", run.site_id),
         ("phase", run.phase), ("desired", run.desired_state),
-        ("native state", run.native_state),
+        ("native state", f"{run.native_stage} {run.native_state}".strip()
+         if run.native_state else ""),
+        ("waiting", waiting_text(run.waiting_reason, run.native_wait, run.native_state)
+         if run.phase != "terminal" else ""),
         ("observation", _observation_text(run.observation_phase, run.observation_confidence)),
         ("outcome", run.outcome), ("reason", run.reason_code), ("why", run.reason_message),
         ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
@@ -113,6 +119,9 @@ def print_run(run: ec.Run) -> None:
         stage = run.attempts[-1].exit.failure_stage or "compute"
         err.print(f"next: `metallo run logs {run.run_id} --stage {stage}` shows what it wrote",
                   markup=False)
+    elif run.outcome == "lost":
+        err.print("next: the Site no longer knew its Attempt, so nothing says whether the work "
+                  "ran; check at the Site before launching it again", markup=False)
 
 
 def _run(coro):
@@ -140,13 +149,14 @@ def show(run_id: str, member: opt.Member = None, project: opt.Project = None,
 def list_runs(member: opt.Member = None, project: opt.Project = None,
               output: opt.OutputOpt = Output.table,
               active: Annotated[bool, typer.Option("--active", help="only Runs not yet ended")] = False,
-              outcome: Annotated[str | None, typer.Option(help="succeeded | failed | cancelled")] = None,
+              outcome: Annotated[str | None, typer.Option(
+                  help="succeeded | failed | cancelled | lost | timed-out")] = None,
               limit: Annotated[int, typer.Option(min=1, max=200, help="at most this many")] = 50,
               page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
     """List the Project's Runs, newest first."""
-    if outcome not in (None, "succeeded", "failed", "cancelled"):
-        raise CliError(f"--outcome {outcome!r} is not succeeded, failed or cancelled",
-                       "pass one of those three", Exit.USAGE)
+    if outcome is not None and outcome not in OUTCOMES:
+        raise CliError(f"--outcome {outcome!r} is not one of {', '.join(OUTCOMES)}",
+                       "pass one of those", Exit.USAGE)
     who, conn = actor(member, project), connection()
     from metallo.common.v1 import common_pb2
 
@@ -164,11 +174,13 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
     from rich.table import Table
 
     table = Table(title=f"Runs of {who.project}", title_justify="left")
-    for column in ("run", "action", "site", "phase", "native", "outcome", "accepted"):
+    for column in ("run", "action", "site", "phase", "native", "waiting", "outcome", "accepted"):
         table.add_column(column)
     for r in reply.runs:
-        table.add_row(r.run_id, r.action, r.site_id, r.phase, r.native_state,
-                      r.outcome or "", timestamp(r.accepted_at))
+        waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
+        table.add_row(r.run_id, r.action, r.site_id, r.phase,
+                      f"{r.native_stage} {r.native_state}".strip() if r.native_state else "",
+                      waits, r.outcome or "", timestamp(r.accepted_at))
     which = "active Runs" if active else (f"{outcome} Runs" if outcome else "Runs")
     print_list_table(table, empty=f"no {which} in Project {who.project}"
                      + (" on this page" if page_token else ""))
@@ -180,7 +192,7 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
 def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
          output: opt.OutputOpt = Output.table, timeout: opt.WaitTimeout = None,
          quiet: opt.Quiet = False) -> None:
-    """Wait for a Run to end, showing progress. Exit 0 succeeded, 1 failed/cancelled."""
+    """Wait for a Run to end, showing progress. Exit 0 succeeded, 1 failed/cancelled/lost/timed-out."""
     who, conn = actor(member, project), connection()
 
     async def body():
@@ -226,7 +238,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
         if run is not None:
             print_run(run)
     if run is not None:
-        raise typer.Exit(Exit.OK if run.outcome in ("cancelled", "succeeded", "failed") else Exit.UNCERTAIN)
+        raise typer.Exit(Exit.OK if run.outcome in OUTCOMES else Exit.UNCERTAIN)
 
 
 STAGES = ("stage-in", "compute", "stage-out")
@@ -352,3 +364,13 @@ def _quiet_stdout() -> None:
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def _register_reconcile() -> None:
+    """``metallo run reconcile`` lives in its own module (operators' decisions)."""
+    from metallo.cli import reconcile
+
+    reconcile.register(app)
+
+
+_register_reconcile()

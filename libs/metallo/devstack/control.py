@@ -16,6 +16,7 @@ from asyncpg import PostgresError
 from sqlalchemy.exc import SQLAlchemyError
 
 from metallo.devstack.components import Options, plan, slurm_lab_running
+from metallo.devstack.k8s_lab import ensure_k8s_lab
 from metallo.devstack.layout import REPO_ROOT, Layout
 from metallo.devstack.prepare import (
     PrepareError,
@@ -135,7 +136,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     except PrepareError as exc:
         raise StackError(str(exc)) from None
     extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
-             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "k8s_lab": ensure_k8s_lab(say)}
     if foreground:
         supervisor = Supervisor(layout, options, components, missing, extra, echo=True)
         code = asyncio.run(supervisor.run())

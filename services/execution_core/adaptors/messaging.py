@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
-from execution_core.application import log_reads, requests, results
+from execution_core.application import log_reads, reconcile, requests, results
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
@@ -25,8 +25,8 @@ def register_requests(
     reads: LogReadStore | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Serve LaunchRun, CancelRun, ReadRunLog (commands) and GetRun, ListRuns,
-    GetRunLogRead (queries) on ``server``."""
+    """Serve LaunchRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
+    ListRuns, GetRunLogRead (queries) on ``server``."""
     reads = reads or SqlLogReadStore()
     settings = settings or Settings()
 
@@ -40,6 +40,12 @@ def register_requests(
     async def cancel(session, cmd):
         return await requests.cancel_run(
             session, cmd, store=store, authority=authority, outbox=outbox
+        )
+
+    @server.command(pb.ReconcileRun)
+    async def reconcile_(session, cmd):
+        return await reconcile.reconcile_run(
+            session, cmd, store=store, authority=authority, settings=settings
         )
 
     @server.query(pb.GetRun)
@@ -73,8 +79,9 @@ def register_events(
     consumer: EventConsumer, store: RunStore, *, reads: LogReadStore | None = None
 ) -> None:
     """Consume Site Coordination's SiteCommandResultRecorded (results of ``read-log``
-    commands answer log reads) and SiteNativeEndNoticed (ADR 0016: the next observe is
-    due at once); SiteCommandAppended is retired (ADR 0014)."""
+    commands answer log reads), SiteNativeEndNoticed (ADR 0016: the next observe is
+    due at once) and SiteProgressReported (a deferral: the Run's waiting reason);
+    SiteCommandAppended is retired (ADR 0014)."""
     reads = reads or SqlLogReadStore()
 
     @consumer.on(sc.SiteCommandResultRecorded)
@@ -87,6 +94,10 @@ def register_events(
     @consumer.on(sc.SiteNativeEndNoticed)
     async def on_native_end(session, event):
         await results.apply_native_end_notice(session, event, store=store)
+
+    @consumer.on(sc.SiteProgressReported)
+    async def on_progress(session, event):
+        await results.apply_progress(session, event, store=store)
 
     # The result event carries the stream sequence too; nothing else here used it.
     consumer.retire(sc.SiteCommandAppended)

@@ -22,7 +22,13 @@ from typing import Any
 from sqlalchemy import and_, bindparam, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from execution_core.adaptors.tables import attempts, run_transitions, runs, site_commands
+from execution_core.adaptors.tables import (
+    attempts,
+    run_decisions,
+    run_transitions,
+    runs,
+    site_commands,
+)
 from execution_core.domain.states import ATTEMPT_TERMINAL, PHASE_ACCEPTED, PHASE_TERMINAL
 from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, held
 from metallo.persistence.prebuilt import (
@@ -55,6 +61,29 @@ _WAKE_RUN = (
     update(runs)
     .where(runs.c.run_id == bindparam("w_run_id"), runs.c.phase != _TERMINAL)
     .values(next_wake_at=func.now(), version=runs.c.version + 1, updated_at=func.now())
+)
+_NOTE_WAITING = (
+    update(runs)
+    .where(
+        runs.c.run_id == bindparam("w_run_id"),
+        runs.c.phase != _TERMINAL,
+        runs.c.current_attempt_id == bindparam("w_attempt_id"),
+    )
+    .values(
+        waiting_reason=bindparam("w_code"),
+        waiting_command_id=bindparam("w_command_id"),
+        next_wake_at=func.now(),
+        version=runs.c.version + 1,
+        updated_at=func.now(),
+    )
+)
+_CLEAR_WAITING = (
+    update(runs)
+    .where(
+        runs.c.run_id == bindparam("w_run_id"),
+        runs.c.waiting_command_id == bindparam("w_command_id"),
+    )
+    .values(waiting_reason="", waiting_command_id=None)
 )
 _ATTEMPTS_OF = (
     select(attempts).where(attempts.c.run_id == bindparam("w_run_id")).order_by(attempts.c.number)
@@ -179,6 +208,51 @@ class SqlRunStore:
         already noticed (one ``UPDATE … RETURNING``)."""
         row = (await session.execute(_NOTE_NATIVE_END, {"w_attempt_id": attempt_id})).first()
         return None if row is None else row.run_id
+
+    async def note_waiting(
+        self, session: AsyncSession, run_id: str, attempt_id: str, command_id: str, code: str
+    ) -> bool:
+        """See :meth:`RunStore.note_waiting` (one ``UPDATE``; the due trigger wakes the
+        supervisor)."""
+        params = {
+            "w_run_id": run_id,
+            "w_attempt_id": attempt_id,
+            "w_command_id": command_id,
+            "w_code": code,
+        }
+        return (await session.execute(_NOTE_WAITING, params)).rowcount == 1
+
+    async def clear_waiting(self, session: AsyncSession, run_id: str, command_id: str) -> None:
+        """See :meth:`RunStore.clear_waiting`."""
+        await session.execute(_CLEAR_WAITING, {"w_run_id": run_id, "w_command_id": command_id})
+
+    async def mark_attempt_lost(
+        self, session: AsyncSession, attempt_id: str, actor: str
+    ) -> bool:
+        """See :meth:`RunStore.mark_attempt_lost`."""
+        stmt = (
+            update(attempts)
+            .where(
+                attempts.c.attempt_id == attempt_id,
+                attempts.c.lost_marked_at.is_(None),
+                attempts.c.state.not_in(sorted(ATTEMPT_TERMINAL)),
+            )
+            .values(lost_marked_at=func.now(), lost_marked_by=actor)
+        )
+        return (await session.execute(stmt)).rowcount == 1
+
+    async def append_decision(self, session: AsyncSession, values: Row) -> None:
+        """``INSERT`` into ``run_decisions`` (a trigger refuses UPDATE and DELETE)."""
+        await session.execute(run_decisions.insert().values(**values))
+
+    async def decisions_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        """``SELECT`` the Run's ``run_decisions`` rows, oldest first."""
+        stmt = (
+            select(run_decisions)
+            .where(run_decisions.c.run_id == run_id)
+            .order_by(run_decisions.c.id)
+        )
+        return [dict(r._mapping) for r in (await session.execute(stmt)).all()]
 
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str

@@ -9,6 +9,7 @@
   with the result Site Coordination recorded for it;
 - ``run_transitions``: each change of a Run's state dimensions, with the Run's
   version, written in the transaction that made it (seed 002 §9.2);
+- ``run_decisions``: operators' reconciliation decisions (``mark-lost``), append-only;
 - ``log_reads``: one row per private Run log read with its ``read-log`` Site
   command id, its deadline and, once the Site answered, the text (seed 001);
 - the messaging tables (outbox, inbox, command receipts).
@@ -83,6 +84,7 @@ runs = Table(
     Column("material_digest", Text, nullable=False, server_default=""),
     Column("max_attempts", Integer, nullable=False, server_default="1"),
     Column("backoff_seconds", Float, nullable=False, server_default="0"),
+    Column("retry_on_lost", Boolean, nullable=False, server_default=text("false")),
     # State dimensions (seed 002 §9.2).
     Column("desired_state", Text, nullable=False, server_default="run"),
     Column("cancel_origin", Text, nullable=False, server_default=""),
@@ -99,6 +101,11 @@ runs = Table(
     Column("reason_code", Text, nullable=False, server_default=""),
     Column("output_commit", Text, nullable=False, server_default=""),
     Column("endpoint", Text, nullable=False, server_default=""),
+    # Why it waits now (migration 0010): a deferral code and the command it holds.
+    Column("waiting_reason", Text, nullable=False, server_default=""),
+    Column("waiting_command_id", Text),
+    Column("native_wait", Text, nullable=False, server_default=""),
+    Column("native_stage", Text, nullable=False, server_default=""),
     Column("current_attempt_id", Text),
     Column("attempt_count", Integer, nullable=False, server_default="0"),
     Column("started", Boolean, nullable=False, server_default=text("false")),
@@ -148,7 +155,26 @@ attempts = Table(
     Column("native_end_noticed_at", DateTime(timezone=True), nullable=True),
     # ... and the seq of the Attempt's newest command then (the lifecycle's marker).
     Column("native_end_noticed_after_seq", BigInteger, nullable=True),
+    # An operator's mark-lost (run_decisions holds the audit record).
+    Column("lost_marked_at", DateTime(timezone=True), nullable=True),
+    Column("lost_marked_by", Text, nullable=False, server_default=""),
     UniqueConstraint("run_id", "number", name="attempts_run_number"),
+)
+
+run_decisions = Table(
+    "run_decisions",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("command_id", Text, nullable=False, unique=True),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False),
+    Column("attempt_id", Text, ForeignKey("attempts.attempt_id"), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("evidence", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    _now_column("at"),
+    Index("run_decisions_by_run", "run_id", "id"),
 )
 
 site_commands = Table(

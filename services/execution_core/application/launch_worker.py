@@ -224,6 +224,7 @@ class LaunchWorker(PollingWorker):
             "material_digest": verdict.material_digest,
             "max_attempts": verdict.retry.max_attempts,
             "backoff_seconds": verdict.retry.backoff_seconds,
+            "retry_on_lost": verdict.retry.on_lost,
             "phase": s.PHASE_PREPARING,
             "planned_at": now,
             "planning_wait_code": "",

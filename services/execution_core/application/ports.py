@@ -136,6 +136,33 @@ class RunStore(Protocol):
         ended Attempt without one; its Run id, or None when absent, ended or noticed."""
         ...
 
+    async def note_waiting(
+        self, session: AsyncSession, run_id: str, attempt_id: str, command_id: str, code: str
+    ) -> bool:
+        """Save the Site's deferral ``code`` of the pending ``command_id`` as the Run's
+        waiting reason, make it due now and bump its version — only while the Run is not
+        terminal and ``attempt_id`` is its current Attempt; True when it changed."""
+        ...
+
+    async def clear_waiting(self, session: AsyncSession, run_id: str, command_id: str) -> None:
+        """Clear the Run's waiting reason when it was reported for ``command_id``."""
+        ...
+
+    async def mark_attempt_lost(
+        self, session: AsyncSession, attempt_id: str, actor: str
+    ) -> bool:
+        """Set ``lost_marked_at = now()`` and ``lost_marked_by`` on a not yet ended,
+        not yet marked Attempt; True when it changed."""
+        ...
+
+    async def append_decision(self, session: AsyncSession, values: Row) -> None:
+        """Append an operator's decision to the audit table ``run_decisions``."""
+        ...
+
+    async def decisions_of(self, session: AsyncSession, run_id: str) -> list[Row]:
+        """The Run's audited decisions, oldest first."""
+        ...
+
     async def find_by_launch_key(
         self, session: AsyncSession, project: str, launch_key: str
     ) -> Row | None:

@@ -73,6 +73,13 @@ def transition_message(t: dict[str, Any]) -> pb.Transition:
     return msg
 
 
+def _waiting_reason(r: dict[str, Any]) -> str:
+    """The Run's waiting code: planning's while it is ``accepted``, else the Site's."""
+    if r["phase"] == "accepted" and r.get("planning_wait_code"):
+        return str(r["planning_wait_code"])
+    return str(r.get("waiting_reason") or "")
+
+
 def run_message(
     r: dict[str, Any],
     attempts: list[dict[str, Any]] | None = None,
@@ -118,6 +125,9 @@ def run_message(
         cancelled_by=r["cancelled_by"],
         version=r["version"],
         max_attempts=r["max_attempts"],
+        waiting_reason=_waiting_reason(r),
+        native_wait=r.get("native_wait") or "",
+        native_stage=r.get("native_stage") or "",
         attempts=[attempt_message(a) for a in attempts or []],
         history=[transition_message(t) for t in history or []],
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -93,6 +94,8 @@ async def apply_result(
             "sequence": event.sequence or None,
         },
     )
+    # The command is answered: a deferral reported for it no longer holds the Run.
+    await store.clear_waiting(session, command["run_id"], event.command_id)
     # One UPDATE: due now, version bumped (a supervisor deciding meanwhile must
     # re-read), nothing for a terminal Run.
     await store.wake_run(session, command["run_id"])
@@ -112,3 +115,26 @@ async def apply_native_end_notice(
         return False
     await store.wake_run(session, run_id)
     return True
+
+
+_CODE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+async def apply_progress(
+    session: AsyncSession, event: sc.SiteProgressReported, *, store: RunStore
+) -> bool:
+    """The Site deferred a pending command (``SiteProgressReported``, a catalogued code):
+    save the code as the Run's ``waiting_reason`` and wake its supervisor, which then
+    shows the observation's confidence as it is (a deferred observe: ``uncertain``).
+    A command that already has a result, is not Execution Core's, or belongs to an
+    Attempt that is no longer current changes nothing (returns False). Raises
+    PoisonMessage for a code that is not a catalogue code's shape."""
+    if not _CODE.match(event.code):
+        raise PoisonMessage(f"deferral code {event.code[:80]!r} is not a code")
+    command = await store.find_command(session, event.command_id)
+    if command is None or command["outcome"] is not None:
+        log.debug("progress for command %s ignored (unknown or answered)", event.command_id)
+        return False
+    return await store.note_waiting(
+        session, command["run_id"], command["attempt_id"], event.command_id, event.code
+    )

@@ -26,6 +26,8 @@ class Settings:
     result_recheck_seconds: float = 30.0  # supervisor look-again period while a result is awaited
     stale_after_seconds: float = 120.0  # an observation older than this is reported "stale"
     dispatch_timeout_seconds: float = 3600.0  # Attempt creation → dispatch deadline of its start
+    lost_after_seconds: float = 900.0  # the Site does not know a started Attempt this long → lost
+    lost_observe_max_seconds: float = 120.0  # longest wait between two asks meanwhile
     supervisor_lease_seconds: float = 30.0  # fenced lease of a supervised Run (PostgreSQL clock)
     supervisor_poll_seconds: float = 1.0  # idle wait between two supervisor passes
     launch_lease_seconds: float = 30.0  # fenced lease of a launch being planned
@@ -48,6 +50,8 @@ class Settings:
             result_recheck=self.result_recheck_seconds,
             stale_after=self.stale_after_seconds,
             dispatch_timeout=self.dispatch_timeout_seconds,
+            lost_after=self.lost_after_seconds,
+            lost_observe_max=self.lost_observe_max_seconds,
         )
 
     @classmethod

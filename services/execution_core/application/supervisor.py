@@ -151,6 +151,7 @@ class RunSupervisor(PollingWorker):
                 cancel_origin=run["cancel_origin"],
                 retry_at=run["retry_at"],
                 started=run["started"],
+                retry_on_lost=run["retry_on_lost"],
             )
             attempt_view = None
             if current is not None:
@@ -162,6 +163,8 @@ class RunSupervisor(PollingWorker):
                     dispatch_deadline=current["dispatch_deadline"],
                     commands=tuple(command_fact(c) for c in commands),
                     native_end_noticed_after_seq=current.get("native_end_noticed_after_seq"),
+                    lost_marked=current.get("lost_marked_at") is not None,
+                    deferred_command_id=run["waiting_command_id"],
                 )
             decision = lifecycle.decide(view, attempt_view, now, self.timing)
             await self.fault("supervisor:decided")
@@ -192,6 +195,8 @@ class RunSupervisor(PollingWorker):
                 native_state=d.native_state,
                 observation_phase=d.observation_phase,
                 observation_confidence=d.confidence,
+                native_wait=d.native_wait,
+                native_stage=d.native_stage,
             )
             if d.exit:
                 run_values["exit"] = d.exit
@@ -236,6 +241,7 @@ class RunSupervisor(PollingWorker):
                 values["ended_at"] = now
             await self.store.update_attempt(session, current["attempt_id"], values)
 
+        run_values.update(_waiting_values(run, d))
         if d.emit_started:
             run_values.update(started=True, started_at=now)
         if d.end is not None:
@@ -325,3 +331,19 @@ class RunSupervisor(PollingWorker):
                 ),
                 aggregate_id=f"run:{run['run_id']}",
             )
+
+
+def _waiting_values(run: dict[str, Any], d: lifecycle.Decision) -> dict[str, Any]:
+    """The Run's waiting columns after decision ``d``: an ending clears them all (and the
+    native wait); Execution Core's own code is set or cleared as ``d`` says, and never
+    overwrites a Site's deferral code of a pending command."""
+    if d.end is not None or d.new_attempt_number is not None:
+        return {"waiting_reason": "", "waiting_command_id": None, "native_wait": ""}
+    if d.waiting_reason is None:
+        return {}
+    own = run["waiting_command_id"] is None
+    if d.waiting_reason and (own or not run["waiting_reason"]):
+        return {"waiting_reason": d.waiting_reason, "waiting_command_id": None}
+    if not d.waiting_reason and own and run["waiting_reason"]:
+        return {"waiting_reason": ""}
+    return {}

@@ -17,7 +17,11 @@ Rules kept here:
   cancel/terminate only from an ``observe`` sent after that command;
 - a later, lower-ranked observation never moves an Attempt backwards;
 - a retry is a new Attempt, only after a definite failure and within the
-  Workload's retry policy.
+  Workload's retry policy; a lost Attempt is retried only when the action opts in
+  (``retry.onLost``);
+- an Attempt the Site answers it does not know is asked about with back-off and
+  ends ``lost`` after the reconciliation period, or sooner by an operator's
+  ``mark-lost`` (:mod:`~execution_core.domain.reconciliation`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from execution_core.domain import reasons
+from execution_core.domain import observations, reasons
+from execution_core.domain import reconciliation as rec
 from execution_core.domain import states as s
 
 
@@ -62,6 +67,8 @@ class AttemptView:
     commands: tuple[CommandFact, ...] = ()
     # ADR 0016: the Site noticed its end when the newest command had this seq.
     native_end_noticed_after_seq: int | None = None
+    lost_marked: bool = False  # an operator's mark-lost (ReconcileRun)
+    deferred_command_id: str | None = None  # the pending command the Site reported deferred
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class RunView:
     cancel_origin: str = ""
     retry_at: datetime | None = None
     started: bool = False
+    retry_on_lost: bool = False  # the action's retry.onLost
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class Timing:
     result_recheck: float = 30.0  # how often to look again while a result is awaited
     stale_after: float = 120.0  # an observation older than this is "stale"
     dispatch_timeout: float = 3600.0  # from Attempt creation to the dispatch deadline
+    lost_after: float = 900.0  # the Site does not know a started Attempt this long → lost
+    lost_observe_max: float = 120.0  # the longest wait between two asks meanwhile
 
 
 @dataclass
@@ -136,6 +146,10 @@ class Decision:
     emit_started: bool = False
     retry_at: datetime | None = None
     wake_at: datetime | None = None
+    native_wait: str = ""  # native-wait code of the chosen observation
+    native_stage: str = ""  # the stage its native state belongs to
+    # Execution Core's own waiting code ("" = none of its own; None = leave as it is).
+    waiting_reason: str | None = None
 
 
 def kinds(family: str) -> tuple[str, str, str]:
@@ -164,93 +178,6 @@ def _first(cmds: tuple[CommandFact, ...], kind: str) -> CommandFact | None:
     return None
 
 
-@dataclass
-class _Observed:
-    phase: str = ""
-    native_state: str = ""
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    terminal: dict[str, Any] | None = None  # observation with terminal phase (observe only)
-    latest: CommandFact | None = None  # latest observe with a result
-    output_commit: str = ""
-    endpoint: str = ""
-
-
-def _observe(attempt: AttemptView, stop: CommandFact | None) -> _Observed:
-    """Merge the Attempt's observations without ever moving backwards."""
-    out = _Observed()
-    rank = -1
-    for c in sorted(attempt.commands, key=lambda c: c.seq):
-        if c.outcome is None:
-            continue
-        if c.native_jobs:
-            jobs = {j.get("stage", ""): j for j in out.jobs}
-            for j in c.native_jobs:
-                jobs[j.get("stage", "")] = dict(j)
-            out.jobs = list(jobs.values())
-        obs = c.observation or {}
-        if c.kind == "observe":
-            out.latest = c
-        phase = obs.get("phase") or ""
-        if not phase:
-            continue
-        if obs.get("output_commit"):
-            out.output_commit = str(obs["output_commit"])
-        if obs.get("endpoint"):
-            out.endpoint = str(obs["endpoint"])
-        if phase in s.OBS_TERMINAL:
-            # Terminal evidence: only an observe, and after a stop only a later observe.
-            if c.kind != "observe" or (stop is not None and c.seq < stop.seq):
-                continue
-            if out.terminal is None:
-                out.terminal = obs
-        r = s.OBS_RANK.get(phase, 0)
-        if phase == s.OBS_UNKNOWN:
-            continue  # evidence of nothing; confidence shows it
-        if r >= rank:
-            rank = r
-            out.phase = phase
-            out.native_state = str(obs.get("native_state") or "")
-    if out.terminal is not None:
-        out.phase = out.terminal["phase"]
-        out.native_state = str(out.terminal.get("native_state") or out.native_state)
-    return out
-
-
-def _exit_facts(obs: dict[str, Any] | None) -> dict[str, Any]:
-    if not obs:
-        return {}
-    failure = obs.get("failure") or {}
-    facts = {
-        "exit_code": obs.get("exit_code", failure.get("exit_code")),
-        "signal": obs.get("signal", failure.get("signal")),
-        "failure_stage": failure.get("stage") or "",
-        "failure_code": failure.get("code") or "",
-        "scheduler_state": failure.get("scheduler_state") or "",
-    }
-    return {k: v for k, v in facts.items() if v not in (None, "")}
-
-
-def _confidence(
-    attempt: AttemptView, obs: _Observed, start: CommandFact | None, now: datetime, t: Timing
-) -> str:
-    if (
-        start is not None
-        and start.outcome is None
-        and (now - start.created_at).total_seconds() >= t.stale_after
-    ):
-        return (
-            s.CONFIDENCE_UNCERTAIN
-        )  # a native start without a result is uncertain (seed 002 §9.3)
-    latest = obs.latest
-    if latest is None:
-        return s.CONFIDENCE_NONE if not obs.phase else s.CONFIDENCE_CURRENT
-    if (latest.observation or {}).get("phase") == s.OBS_UNKNOWN:
-        return s.CONFIDENCE_UNCERTAIN
-    if latest.result_at is not None and (now - latest.result_at).total_seconds() > t.stale_after:
-        return s.CONFIDENCE_STALE
-    return s.CONFIDENCE_CURRENT
-
-
 def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) -> Decision:
     """Decide the Run's next step from its saved facts and PostgreSQL's ``now``.
 
@@ -271,7 +198,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
     prep_kind, start_kind, stop_kind = kinds(run.family)
     cmds = attempt.commands
     prep, start, stop = _first(cmds, prep_kind), _first(cmds, start_kind), _first(cmds, stop_kind)
-    obs = _observe(attempt, stop)
+    obs = observations.merge(attempt.commands, stop)
     d = Decision(
         phase=run.phase,
         desired_state=run.desired_state,
@@ -284,9 +211,20 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         ),
         observation_phase=obs.phase,
         native_state=obs.native_state,
-        confidence=_confidence(attempt, obs, start, now, t),
+        confidence=rec.confidence(
+            cmds,
+            start=start,
+            phase=obs.phase,
+            deferred_command_id=attempt.deferred_command_id,
+            now=now,
+            stale_after=t.stale_after,
+            observe_interval=t.observe_interval,
+        ),
         output_commit=obs.output_commit,
         endpoint=obs.endpoint,
+        native_wait=obs.native_wait,
+        native_stage=obs.native_stage,
+        waiting_reason="",
     )
     assert d.attempt is not None
 
@@ -318,7 +256,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             t=t,
         )
     if obs.terminal is not None:
-        d.exit = _exit_facts(obs.terminal)
+        d.exit = observations.exit_facts(obs.terminal)
         d.attempt.exit = d.exit
         phase = obs.terminal["phase"]
         if phase == s.OBS_SUCCEEDED:
@@ -346,7 +284,18 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             permanent=code in reasons.PERMANENT_FAILURES,
             now=now,
             t=t,
+            outcome=s.OUTCOME_TIMED_OUT if code in reasons.TIMED_OUT_FAILURES else s.OUTCOME_FAILED,
         )
+
+    # 1b. Lost Attempts: the Site does not know an Attempt whose start was sent.
+    quiet = rec.Silence() if start is None else rec.silence(cmds, after_seq=start.seq)
+    if start is not None and attempt.lost_marked:
+        return _attempt_lost(run, attempt, d, reasons.MARKED_LOST, now)
+    lost_at = quiet.lost_at(t.lost_after)
+    if lost_at is not None and now >= lost_at:
+        return _attempt_lost(run, attempt, d, reasons.LOST_AT_SITE, now)
+    if lost_at is not None:
+        d.waiting_reason = reasons.WAIT_ATTEMPT_UNKNOWN_AT_SITE
 
     start_accepted = start is not None and start.outcome == "succeeded"
     if start_accepted:
@@ -390,7 +339,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         if stop.outcome is None:
             d.wake_at = now + timedelta(seconds=t.result_recheck)
             return d
-        return _observe_loop(attempt, d, now, t, after=stop)
+        return _observe_loop(attempt, d, now, t, after=stop, quiet=quiet)
 
     # 4. The normal path.
     if prep is None:
@@ -422,11 +371,17 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         d.phase = s.PHASE_QUEUED
     else:
         d.phase = s.PHASE_STARTING
-    return _observe_loop(attempt, d, now, t, after=start)
+    return _observe_loop(attempt, d, now, t, after=start, quiet=quiet)
 
 
 def _observe_loop(
-    attempt: AttemptView, d: Decision, now: datetime, t: Timing, *, after: CommandFact
+    attempt: AttemptView,
+    d: Decision,
+    now: datetime,
+    t: Timing,
+    *,
+    after: CommandFact,
+    quiet: rec.Silence,
 ) -> Decision:
     """Send the next observe when due, one outstanding at a time.
 
@@ -437,16 +392,27 @@ def _observe_loop(
     interval after the start and held its admission slot that long); a long Run costs
     about log₂(observe_interval / first_observe) more observes in all. After a stop
     result the first observe is due at once (ADR 0012), and so is the first after the
-    Site noticed the native end (ADR 0016).
+    Site noticed the native end (ADR 0016). While the Site answers that it does not know
+    the Attempt, the n-th ask waits ``min(lost_observe_max, first_observe · 2ⁿ)`` after
+    the last answer, and the Run wakes by the end of the reconciliation period at the
+    latest. An unanswered observe wakes the Run when it turns the confidence stale.
     """
     observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
     pending = [c for c in observes if c.outcome is None]
     if pending:
         d.wake_at = now + timedelta(seconds=t.result_recheck)
+        stale_at = rec.stale_check_at(
+            attempt.commands, now=now, stale_after=t.stale_after, observe_interval=t.observe_interval
+        )
+        if stale_at is not None:
+            d.wake_at = min(d.wake_at, stale_at)
         return d
     last = max((c.result_at for c in observes if c.result_at), default=None)
     noticed_after = attempt.native_end_noticed_after_seq
-    if last is None and after.kind in ("cancel", "terminate"):
+    lost_at = quiet.lost_at(t.lost_after)
+    if lost_at is not None:
+        due = min(quiet.next_ask(t.first_observe, t.lost_observe_max) or now, lost_at)
+    elif last is None and after.kind in ("cancel", "terminate"):
         due = now  # after a stop result the native state is observed at once
     elif noticed_after is not None and not any(c.seq > noticed_after for c in observes):
         # The Site noticed the native end (ADR 0016): observe at once, once. An observe
@@ -459,7 +425,8 @@ def _observe_loop(
         due = base + timedelta(seconds=step)
     if now >= due:
         d.commands.append(("observe", {}))
-        d.wake_at = now + timedelta(seconds=t.result_recheck)
+        # Look again when it turns stale without an answer, if that comes first.
+        d.wake_at = now + timedelta(seconds=min(t.result_recheck, t.stale_after, t.observe_interval))
     else:
         d.wake_at = due
     return d
@@ -496,8 +463,10 @@ def _attempt_ended(
     permanent: bool,
     now: datetime,
     t: Timing,
+    outcome: str = s.OUTCOME_FAILED,
 ) -> Decision:
-    """The Attempt has a definite end; decide the Run: end, or retry as a new Attempt."""
+    """The Attempt has a definite end; decide the Run: end (a failure as ``outcome``), or
+    retry as a new Attempt."""
     assert d.attempt is not None
     d.attempt.state = state
     d.attempt.reason_code = code
@@ -518,7 +487,30 @@ def _attempt_ended(
         d.retry_at = now + timedelta(seconds=run.backoff_seconds)
         d.wake_at = d.retry_at
         return d
-    return _end(d, s.OUTCOME_FAILED, code)
+    return _end(d, outcome, code)
+
+
+def _attempt_lost(
+    run: RunView, attempt: AttemptView, d: Decision, code: str, now: datetime
+) -> Decision:
+    """End the Attempt ``lost`` (``code``: ``lost-at-site`` or ``marked-lost``): the Run
+    ends ``lost`` and its slot is freed, unless the action opts into a retry after a
+    lost Attempt (``retry.onLost``) and Attempts are left; a cancelled Run never retries."""
+    assert d.attempt is not None
+    d.attempt.state = s.ATTEMPT_LOST
+    d.attempt.reason_code = code
+    d.attempt.ended = True
+    d.waiting_reason = ""
+    if (
+        run.retry_on_lost
+        and d.desired_state == s.DESIRED_RUN
+        and attempt.number < run.max_attempts
+    ):
+        d.phase = s.PHASE_RETRY_WAIT
+        d.retry_at = now + timedelta(seconds=run.backoff_seconds)
+        d.wake_at = d.retry_at
+        return d
+    return _end(d, s.OUTCOME_LOST, code)
 
 
 def _end(d: Decision, outcome: str, code: str) -> Decision:

@@ -89,14 +89,17 @@ class PlanningInput:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The Workload's retry policy: ``spec.retry = {maxAttempts, backoffSeconds}``.
+    """The Workload's retry policy: ``spec.retry = {maxAttempts, backoffSeconds, onLost}``.
 
     ``max_attempts`` counts every Attempt (1 = no retry), at most 10;
-    ``backoff_seconds`` is the wait before the next Attempt, at most one day.
+    ``backoff_seconds`` is the wait before the next Attempt, at most one day;
+    ``on_lost``: a lost Attempt (the Site no longer knew it) may be retried too — off
+    by default, since its native work may still run (seed 002 §9.3).
     """
 
     max_attempts: int = 1
     backoff_seconds: float = 0.0
+    on_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,10 @@ def retry_policy(spec: dict[str, Any]) -> RetryPolicy:
         raise SpecError("retry.backoffSeconds must be a number")
     if not 0 <= backoff <= MAX_BACKOFF_SECONDS:
         raise SpecError("retry.backoffSeconds must be 0..86400")
-    return RetryPolicy(max_attempts=max_attempts, backoff_seconds=float(backoff))
+    on_lost = raw.get("onLost", False)
+    if not isinstance(on_lost, bool):
+        raise SpecError("retry.onLost must be true or false")
+    return RetryPolicy(max_attempts=max_attempts, backoff_seconds=float(backoff), on_lost=on_lost)
 
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")

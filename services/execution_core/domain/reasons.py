@@ -13,6 +13,7 @@ INVALID_ARGUMENT = "invalid-argument"
 NOT_FOUND = "not-found"
 LAUNCH_KEY_CONFLICT = "launch-key-conflict"
 ATTEMPT_NOT_AT_SITE = "attempt-not-at-site"  # ReadRunLog: the Attempt is not sent to its Site yet
+NOT_RECONCILABLE = "not-reconcilable"  # ReconcileRun: the Site still vouches for the Attempt
 
 # Planning rejections (seed 004 §3C): the Run ends failed with one of these.
 WORKLOAD_REVISION_NOT_FOUND = "workload-revision-not-found"
@@ -40,6 +41,19 @@ CANCELLED_BEFORE_START = "cancelled-before-start"
 DISPATCH_DEADLINE_PASSED = "dispatch-deadline-passed"
 NATIVE_FAILURE = "native-failure"  # failed without a more precise code from the Site
 RETRIES_EXHAUSTED = "retries-exhausted"  # detail only; the last Attempt's code is the Run's
+LOST_AT_SITE = "lost-at-site"  # the Site did not know the Attempt for the reconciliation period
+MARKED_LOST = "marked-lost"  # an operator ended it with `metallo run reconcile --mark-lost`
+
+# Waiting codes Execution Core sets itself (Run.waiting_reason; the Site's deferral
+# codes are the others).
+WAIT_ATTEMPT_UNKNOWN_AT_SITE = "attempt-unknown-at-site"
+
+#: Refusal codes with which a Site says it does not know an Attempt (docs/site-commands.md):
+#: for an Attempt whose start was sent, the lost-Attempt rule applies (docs/runs.md).
+UNKNOWN_ATTEMPT_CODES = frozenset({"attempt-not-prepared"})
+
+#: Observed failure codes of work the Site stopped at its wall time: outcome ``timed-out``.
+TIMED_OUT_FAILURES = frozenset({"wall-time-exceeded", "timed-out"})
 
 # Site refusals that no retry can cure: the same material fails the same way
 # (seed 004, Pinned Run inputs: a Site that cannot prepare the pinned commits

@@ -7,7 +7,8 @@ Each dimension is kept in its own field and never folded into another:
 - native observation — the Site's latest observed phase and native state (evidence);
 - observation confidence — how far that observation can be trusted now;
 - exit facts — the process result, immutable once known (seed 002 §3.1, invariant 6);
-- effective outcome — ``succeeded`` | ``failed`` | ``cancelled``, set once at the end.
+- effective outcome — ``succeeded`` | ``failed`` | ``cancelled`` | ``lost`` |
+  ``timed-out``, set once at the end.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ ATTEMPT_SUCCEEDED = "succeeded"
 ATTEMPT_FAILED = "failed"
 ATTEMPT_CANCELLED = "cancelled"
 ATTEMPT_REFUSED = "refused"
+ATTEMPT_LOST = "lost"  # the Site no longer knew it for the reconciliation period (seed 002 §9.3)
 ATTEMPT_TERMINAL = frozenset(
-    {ATTEMPT_SUCCEEDED, ATTEMPT_FAILED, ATTEMPT_CANCELLED, ATTEMPT_REFUSED}
+    {ATTEMPT_SUCCEEDED, ATTEMPT_FAILED, ATTEMPT_CANCELLED, ATTEMPT_REFUSED, ATTEMPT_LOST}
 )
 
 # Observation confidence (seed 002 §9.2).
@@ -63,7 +65,9 @@ CONFIDENCE_UNCERTAIN = "uncertain"  # the Site could not tell, or a start has no
 OUTCOME_SUCCEEDED = "succeeded"
 OUTCOME_FAILED = "failed"
 OUTCOME_CANCELLED = "cancelled"
-OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_CANCELLED)
+OUTCOME_LOST = "lost"  # the native work's fate is unknowable: no fact says it ran or ended
+OUTCOME_TIMED_OUT = "timed-out"  # the Site stopped it at its wall time
+OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_CANCELLED, OUTCOME_LOST, OUTCOME_TIMED_OUT)
 
 # Workload families (seed 004, Workload families).
 QUEUED_BATCH = "queued-batch"

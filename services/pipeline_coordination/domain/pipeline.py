@@ -50,8 +50,11 @@ SKIPPED = "skipped"
 BATCH = "queued-batch"
 SERVICE = "reconciled-service"
 
-# Run outcomes (Execution Core's RunCompleted.outcome)
-OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
+# Run outcomes (Execution Core's RunCompleted.outcome). A lost or timed-out Run is
+# a failed step: its work did not produce what the next step reads.
+OUTCOMES = frozenset({"succeeded", "failed", "cancelled", "lost", "timed-out"})
+STEP_OF_OUTCOME = {"succeeded": STEP_SUCCEEDED, "failed": STEP_FAILED, "cancelled": CANCELLED,
+                   "lost": STEP_FAILED, "timed-out": STEP_FAILED}
 
 # Reason codes of a Pipeline (docs/pipelines.md)
 R_RUN_FAILED = "run-failed"
@@ -354,7 +357,7 @@ def settle(p: Pipeline, now: datetime) -> Settled:
     steps = []
     for s in p.steps:
         if s.run_outcome and s.state in (LAUNCHING, LAUNCHED, READY, CANCELLING):
-            state = {"succeeded": STEP_SUCCEEDED, "failed": STEP_FAILED, "cancelled": CANCELLED}[s.run_outcome]
+            state = STEP_OF_OUTCOME[s.run_outcome]
             s = replace(s, state=state, ended_at=s.ended_at or now)
         steps.append(s)
     p = replace(p, steps=tuple(steps))

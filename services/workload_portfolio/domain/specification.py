@@ -95,6 +95,7 @@ def normalise(name: str, action: dict, *, repository_url: str, commit: str) -> d
         spec["retry"] = {
             "maxAttempts": retry.get("maxAttempts", 1),
             "backoffSeconds": retry.get("backoffSeconds", 0),
+            "onLost": retry.get("onLost", False),
         }
     if t.service_kind == "application":
         svc = action.get("service") or {}

@@ -69,6 +69,46 @@ class CancelRunReply(_message.Message):
     version: int
     def __init__(self, run_id: _Optional[str] = ..., cancel_recorded: _Optional[bool] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., outcome: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
+class ReconcileRun(_message.Message):
+    __slots__ = ("metadata", "run_id", "decision", "dry_run", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    run_id: str
+    decision: str
+    dry_run: bool
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., run_id: _Optional[str] = ..., decision: _Optional[str] = ..., dry_run: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReconcileRunReply(_message.Message):
+    __slots__ = ("run_id", "decision", "dry_run", "eligible", "recorded", "explanation", "attempt_number", "will_retry", "phase", "outcome", "version")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    WILL_RETRY_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    decision: str
+    dry_run: bool
+    eligible: bool
+    recorded: bool
+    explanation: str
+    attempt_number: int
+    will_retry: bool
+    phase: str
+    outcome: str
+    version: int
+    def __init__(self, run_id: _Optional[str] = ..., decision: _Optional[str] = ..., dry_run: _Optional[bool] = ..., eligible: _Optional[bool] = ..., recorded: _Optional[bool] = ..., explanation: _Optional[str] = ..., attempt_number: _Optional[int] = ..., will_retry: _Optional[bool] = ..., phase: _Optional[str] = ..., outcome: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
 class GetRun(_message.Message):
     __slots__ = ("metadata", "run_id")
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -186,7 +226,7 @@ class Attempt(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message")
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +272,9 @@ class Run(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     REASON_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_WAIT_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     workload_id: str
@@ -270,7 +313,10 @@ class Run(_message.Message):
     max_attempts: int
     history: _containers.RepeatedCompositeFieldContainer[Transition]
     reason_message: str
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ...) -> None: ...
+    waiting_reason: str
+    native_wait: str
+    native_stage: str
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ...) -> None: ...
 
 class RunAccepted(_message.Message):
     __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")
