@@ -100,9 +100,15 @@ class SlurmExecutor:
             submissions=self.submissions,
             grants=self.grants,
             clock=clock,
+            deadlines=settings.reconciliation,
         )
         self.cancellation = ChainCancellation(
-            journal=journal, rest=rest, submissions=self.submissions, fault=fault
+            journal=journal,
+            rest=rest,
+            submissions=self.submissions,
+            fault=fault,
+            clock=clock,
+            deadlines=settings.reconciliation,
         )
         self.commands = JournaledExecutor(
             journal,
