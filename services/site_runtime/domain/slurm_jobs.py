@@ -72,7 +72,8 @@ class NativeJob:
 
     ``state`` is the base state (``PENDING``, ``COMPLETED``...); ``flags`` the
     rest of a list-shaped ``job_state``; ``exit_code``/``signal`` are None when
-    unknown; ``source`` is ``slurmctld`` or ``slurmdbd``.
+    unknown; ``source`` is ``slurmctld`` or ``slurmdbd``; ``requeue`` whether
+    slurmctld may requeue the job (None when the record does not say).
     """
 
     job_id: str
@@ -87,6 +88,7 @@ class NativeJob:
     partition: str | None
     dependency: str | None
     source: str
+    requeue: bool | None = None
 
     @property
     def terminal(self) -> bool:

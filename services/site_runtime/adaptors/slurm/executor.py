@@ -36,6 +36,7 @@ from typing import Any
 from metallo.identity.verify import MemberTokenRejected
 from site_runtime.adaptors.slurm import views
 from site_runtime.adaptors.slurm.cancellation import ChainCancellation
+from site_runtime.adaptors.slurm.errors import SiteWideDeferred
 from site_runtime.adaptors.slurm.grants import StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
 from site_runtime.adaptors.slurm.material import Refusal, prepared_record
@@ -54,6 +55,7 @@ from site_runtime.application.site_access import (
     definite,
 )
 from site_runtime.domain import slurm_requests
+from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
 from site_runtime.domain.slurm_chain import deadline_refuses
 from site_runtime.domain.slurm_stages import STAGES
 
@@ -110,6 +112,7 @@ class SlurmExecutor:
             clock=clock,
             deadlines=settings.reconciliation,
         )
+        self._pending_since: dict[str, float] = {}
         self.commands = JournaledExecutor(
             journal,
             {
@@ -250,7 +253,27 @@ class SlurmExecutor:
         )
 
     async def _observe(self, command: SiteCommand) -> CommandResult:
-        return await self.progress.observe(command, views.attempt(self.journal, command.attempt_id))
+        att = views.attempt(self.journal, command.attempt_id)
+        try:
+            result = await self.progress.observe(command, att)
+        except SiteWideDeferred:
+            raise
+        except Deferred as deferral:
+            # A condition of this Attempt alone keeps its observe pending for a
+            # bounded time only; then the answer is what is known, marked doubtful.
+            now = self.clock()
+            since = self._pending_since.setdefault(att.attempt_id, now)
+            if not attempt_pending_expired(since, now, self.settings.attempt_pending_seconds):
+                raise
+            log.warning(
+                "attempt %s: observe pending %.0f s (%s); answering with what is known",
+                att.attempt_id,
+                now - since,
+                deferral.code,
+            )
+            return self.progress.known(command, att, pending_confidence(deferral.code))
+        self._pending_since.pop(att.attempt_id, None)
+        return result
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         att = self.journal.attempt(command.attempt_id)
@@ -333,4 +356,6 @@ def _refusal_text(code: str | None) -> str:
     refused its repository grant (:class:`~.grants.GrantRefused`)."""
     if code and code.startswith("slurm-error-"):
         return "Slurm refused the stage-in job"
+    if code == "slurm-job-requeueable":
+        return "Slurm would requeue the stage-in job (the Site forces requeueing); it was cancelled"
     return f"the Site edge refused the stage-in job's repository grant ({code})"

@@ -156,6 +156,20 @@ class ChainProgress:
             views.reported(self.journal, att.attempt_id, phase, self.clock(), confidence),
         )
 
+    def known(self, command: SiteCommand, att: AttemptRow, confidence: str) -> CommandResult:
+        """The Attempt's observation from its saved facts alone, with ``confidence``
+        (``stale`` / ``uncertain``): the answer of an observe a condition of this
+        Attempt kept pending past its bound."""
+        if att.outcome is not None:
+            return self._result(command, att.attempt_id, att.outcome)
+        stages = self.journal.stages(att.attempt_id)
+        if stages["stage-in"].job_id is None:
+            phase = "prepared"
+        else:
+            phase = observed_phase(bool(att.reported_running), stages)
+        observation = views.reported(self.journal, att.attempt_id, phase, self.clock(), confidence)
+        return self._result(command, att.attempt_id, observation)
+
     async def _read_jobs(
         self, att: AttemptRow, credential: MemberCredential
     ) -> tuple[str | None, Verdict | None]:

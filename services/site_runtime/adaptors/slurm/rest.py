@@ -78,6 +78,16 @@ class SlurmRefused(SlurmAccessError):
         self.code = f"slurm-error-{error_number}"
 
 
+class SlurmJobRequeueable(SlurmRefused):
+    """The submitted job's record says slurmctld may requeue it although the request
+    disabled requeueing: it is cancelled before release and the stage refused."""
+
+    def __init__(self) -> None:
+        SlurmAccessError.__init__(self, "the submitted job is requeueable")
+        self.error_number = 0
+        self.code = "slurm-job-requeueable"
+
+
 class SlurmLimited(SlurmAccessError):
     """Turned away for now before creation (2050); submit again later."""
 
@@ -184,7 +194,7 @@ class SlurmRest:
         headers = await self._headers(credential, user)
         if before_post is not None:
             before_post()
-        body_job = dict(job)
+        body_job = wire_job(job)
         body_job["environment"] = {**job.get("environment", {}), **secret_environment}
         payload = json.dumps({"script": script, "job": body_job})
         try:
@@ -234,6 +244,20 @@ class SlurmRest:
                 raise SlurmUncertain("the job list has an unknown shape") from None
             self._list_cache = (self.clock(), jobs)
             return jobs
+
+    async def job(
+        self, job_id: str, *, credential: MemberCredential, user: str
+    ) -> NativeJob | None:
+        """The job as slurmctld shows it now (one request), None when it is unknown."""
+        headers = await self._headers(credential, user)
+        body = await self._get(f"/slurm/{API}/job/{int(job_id)}", headers, allow_missing=True)
+        if body is None:
+            return None
+        try:
+            jobs = [j for j in parse_jobs(body, "slurmctld") if j.job_id == str(int(job_id))]
+        except ResponseShapeError:
+            raise SlurmUncertain("the job answer has an unknown shape") from None
+        return jobs[0] if jobs else None
 
     def forget_list(self) -> None:
         """Drop the cached job list (after a submission or cancellation changed it)."""
@@ -350,6 +374,20 @@ class SlurmRest:
         if response.status_code != 200 or body is None or numbers:
             raise SlurmUncertain(f"slurmrestd answered HTTP {response.status_code}")
         return body
+
+
+def wire_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The ``job`` object as v0.0.38 must receive it. Its parser treats ``requeue`` as
+    sbatch's ``--requeue`` flag whatever its value (``"requeue": false`` gives
+    ``Requeue=1``), so a request that disables requeueing sends ``no_requeue``
+    (``--no-requeue``) instead; the saved request keeps ``requeue: false``."""
+    body = dict(job)
+    requeue = body.pop("requeue", None)
+    if requeue is False:
+        body["no_requeue"] = True
+    elif requeue is True:
+        body["requeue"] = True
+    return body
 
 
 def _json_or_none(response: httpx.Response) -> Any:
