@@ -214,16 +214,25 @@ async def test_a_staging_job_larger_than_the_node_is_a_definite_refusal(
         await executor.rest.close()
 
 
-async def test_a_compute_job_larger_than_the_node_fails_the_attempt_with_its_refusal(executor):
+@pytest.mark.parametrize(
+    ("resources", "names"),
+    [
+        ({"cpus": 1000}, "1000 CPUs"),
+        ({"memoryMiB": 10_000_000}, "10000000 MiB"),
+        ({"nodes": 5}, "5 nodes"),
+    ],
+)
+async def test_a_compute_request_that_can_never_fit_is_refused_at_start_before_stage_in(
+    executor, grants, resources, names
+):
     url, commit, _ = make_repository()
     drv = Driver()
-    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"], cpus=1000)))
-    await executor.start(drv.command("start"))
-    final = await observe_until(executor, drv, TERMINAL)
-    assert final.observation["phase"] == "failed"
-    assert final.observation["failure"]["stage"] == "compute"
-    assert final.observation["failure"]["code"] == "slurm-error-2005"
-    one_job_per_stage(drv.attempt_id, ("stage-in",))
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"], **resources)))
+    refused = await executor.start(drv.command("start"))
+    assert (refused.outcome, refused.code) == ("refused", "slurm-request-never-fits")
+    assert names in refused.message and "partition compute" in refused.message
+    assert executor.journal.stages(drv.attempt_id)["stage-in"].state == "prepared"
+    assert grants.issued == [] and accounting(drv.attempt_id, 1, timeout=2) == []
 
 
 async def test_cancellation_during_compute_stops_the_chain_and_its_result_is_replayed(

@@ -33,10 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metallo.identity.verify import MemberTokenRejected
+from metallo.identity.verify import MemberCredential, MemberTokenRejected
 from site_runtime.adaptors.slurm import views
 from site_runtime.adaptors.slurm.cancellation import ChainCancellation
-from site_runtime.adaptors.slurm.errors import SiteWideDeferred
+from site_runtime.adaptors.slurm.capacity import PartitionCapacity
+from site_runtime.adaptors.slurm.errors import SiteWideDeferred, deferring
 from site_runtime.adaptors.slurm.grants import StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
 from site_runtime.adaptors.slurm.material import Refusal, prepared_record
@@ -56,6 +57,7 @@ from site_runtime.application.site_access import (
 )
 from site_runtime.domain import slurm_requests
 from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
+from site_runtime.domain.slurm_capacity import NEVER_FITS, never_fits
 from site_runtime.domain.slurm_chain import deadline_refuses
 from site_runtime.domain.slurm_stages import STAGES
 
@@ -113,6 +115,7 @@ class SlurmExecutor:
             deadlines=settings.reconciliation,
         )
         self._pending_since: dict[str, float] = {}
+        self.capacity = PartitionCapacity(rest)
         self.commands = JournaledExecutor(
             journal,
             {
@@ -229,6 +232,10 @@ class SlurmExecutor:
                 return self._refuse(command, "attempt-deadline-passed", DEADLINE_TEXT)
         try:
             credential = await self.submissions.credential(att)
+            if stage_in.state == "prepared":
+                reason = await self._never_fits(att, credential)
+                if reason is not None:
+                    return self._refuse(command, NEVER_FITS, reason)
             await self.submissions.ensure_submitted(att, "stage-in", None, credential)
         except SlurmRefused as refused:
             return self._refuse(command, refused.code, _refusal_text(refused.code))
@@ -251,6 +258,15 @@ class SlurmExecutor:
                 observation=views.current("queued", self.clock(), native),
             ),
         )
+
+    async def _never_fits(self, att: AttemptRow, credential: MemberCredential) -> str | None:
+        """Why the compute request can never fit its partition (None: it can)."""
+        compute = att.record["compute"]
+        with deferring(att.attempt_id, token_rejection=False):
+            record = await self.capacity.partition(
+                compute["partition"], credential=credential, user=att.record["binding"]["user"]
+            )
+        return never_fits(compute, record)
 
     async def _observe(self, command: SiteCommand) -> CommandResult:
         att = views.attempt(self.journal, command.attempt_id)

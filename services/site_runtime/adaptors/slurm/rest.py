@@ -259,6 +259,11 @@ class SlurmRest:
             raise SlurmUncertain("the job answer has an unknown shape") from None
         return jobs[0] if jobs else None
 
+    async def read(self, path: str, *, credential: MemberCredential, user: str) -> Any:
+        """The JSON body of a GET of ``path`` (e.g. ``/slurm/v0.0.38/nodes``); raises
+        SlurmUnreachable / SlurmUncertain as every request does."""
+        return await self._get(path, await self._headers(credential, user))
+
     def forget_list(self) -> None:
         """Drop the cached job list (after a submission or cancellation changed it)."""
         self._list_cache = None
