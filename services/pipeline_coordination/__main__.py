@@ -14,6 +14,8 @@ Environment (``application/settings.py`` has the table):
 - ``METALLO_GOVERNANCE_FILE`` — the governance file (default ``examples/governance.yaml``);
 - ``METALLO_TOPOLOGY_PREFIX`` — optional prefix of exchange and queue names;
 - ``METALLO_PIPELINE_COORDINATION_<FIELD>`` — coordinator timing (seconds);
+- ``METALLO_GIT_HOSTS``, ``METALLO_LOCAL_REPOSITORIES``, ``METALLO_STATE_DIRS`` — the
+  repository policy StartPipeline checks (``metallo.repository_policy``);
 - ``METALLO_LOG_LEVEL`` — logging level (default INFO).
 """
 
@@ -38,6 +40,7 @@ async def serve() -> None:
     from metallo.messaging import Topology
     from metallo.persistence.engine import create_engine, database_url
     from metallo.persistence.migrations import migrate
+    from metallo.repository_policy import RepositoryPolicy
     from pipeline_coordination.adaptors.governance_authority import GovernanceAuthority
     from pipeline_coordination.adaptors.service import PipelineCoordination
     from pipeline_coordination.application.settings import Settings
@@ -53,6 +56,7 @@ async def serve() -> None:
             GovernanceFile(os.environ.get("METALLO_GOVERNANCE_FILE", str(ROOT / "examples" / "governance.yaml")))
         ),
         settings=Settings.from_env(),
+        repository_policy=RepositoryPolicy.from_environment(),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,7 +1,8 @@
 """``python -m site_coordination`` — wiring and operator commands.
 
 - ``serve``: migrate the database, start the ``AppendSiteCommand`` consumer
-  (CommandServer), the OutboxRelay and the HTTPS Site edge (uvicorn), with the
+  (CommandServer), the ``RunCompleted`` consumer (ends a Run's repository grants),
+  the OutboxRelay and the HTTPS Site edge (uvicorn), with the
   lab Git server under ``/git/`` when ``METALLO_LAB_GIT_ROOT`` is set. Settings:
   ``site_coordination.adaptors.settings`` and docs/site-edge.md.
 - ``migrate``: only the migrations.
@@ -162,6 +163,7 @@ async def serve_forever() -> None:
     from metallo.persistence.migrations import migrate
     from site_coordination.adaptors.command_handlers import build_command_server
     from site_coordination.adaptors.edge.server import build_server
+    from site_coordination.adaptors.event_handlers import build_event_consumer
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
     from site_coordination.adaptors.lab_git.app import LabGitSettings
     from site_coordination.adaptors.settings import Settings
@@ -185,15 +187,18 @@ async def serve_forever() -> None:
                      lab_git=lab_git, draining=lambda: server.should_exit)
     server, sock = build_server(app, settings.serve)
     commands = build_command_server(engine, settings.amqp_url, topology)
+    events = build_event_consumer(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
     await relay.start()
     await commands.start()
+    await events.start()
     # uvicorn handles SIGINT/SIGTERM itself and returns from serve().
     logging.getLogger("site_coordination").info(
         "Site edge on %s:%s", settings.serve.host, sock.getsockname()[1])
     try:
         await server.serve(sockets=[sock])
     finally:
+        await events.stop()
         await commands.stop()
         await relay.stop()
         await edge_db.dispose()

@@ -39,10 +39,13 @@ async def serve() -> None:
     engine = create_engine(settings.database_url)
     topology = Topology(prefix=settings.topology_prefix)
     authority = GovernanceProjectAuthority(GovernanceFile(settings.governance_file))
-    source = GitSourceControl(timeout_seconds=settings.git_timeout_seconds,
+    source = GitSourceControl(policy=settings.repository_policy,
+                              timeout_seconds=settings.git_timeout_seconds,
                               credentials=settings.git_credentials, ca_file=settings.git_ca_file)
     server = PortfolioCommandServer(engine, settings.amqp_url, topology,
-                                    preparation=Preparation(source, authority), authority=authority)
+                                    preparation=Preparation(source, authority,
+                                                            settings.environment_policy),
+                                    authority=authority)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="workload_portfolio")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -77,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(migrate(Settings.from_environment().database_url, MIGRATIONS))
         return 0
     if command == "check" and len(args) == 2:
+        from metallo.environment_policy import EnvironmentPolicy
         from workload_portfolio.application.actions_file import ActionsFileError, parse_actions_file
 
         try:
@@ -85,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args[1]}: cannot read the file ({e.strerror})", file=sys.stderr)
             return 2
         try:
-            parsed = parse_actions_file(data, source=args[1])
+            parsed = parse_actions_file(data, source=args[1],
+                                        environment=EnvironmentPolicy.from_environment())
         except ActionsFileError as e:
             print(e, file=sys.stderr)
             return 1

@@ -30,6 +30,9 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
         "METALLO_GOVERNANCE_FILE": str(ROOT / "examples" / "governance.yaml"),
         "METALLO_PIPELINE_COORDINATION_POLL_SECONDS": "0.1",
         "METALLO_PIPELINE_COORDINATION_REQUEST_TIMEOUT_SECONDS": "2",
+        # A production composition: https to the listed Git host only, no local repositories.
+        "METALLO_GIT_HOSTS": "gitlab.example.org",
+        "METALLO_LOCAL_REPOSITORIES": "",
     }
     # The process declares these; the topology fixture deletes them afterwards.
     for q in (
@@ -47,7 +50,7 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
     try:
         start = pb.StartPipeline(
             metadata=common_pb2.CommandMetadata(command_id=str(uuid.uuid4()), acting_member="m-alice", project="demo"),
-            repository_url="/nonexistent/demo.git",
+            repository_url="https://gitlab.example.org/nonexistent/demo.git",
             branch="main",
         )
         reply = None
@@ -59,6 +62,15 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
                 assert proc.returncode is None, (await proc.stderr.read()).decode()
                 await asyncio.sleep(0.5)
         assert reply is not None and reply.state == "preparing"
+        for refused, code in (("https://169.254.169.254/latest/meta-data/x.git",
+                               "repository-host-not-allowed"),
+                              ("/nonexistent/demo.git", "repository-local-not-allowed")):
+            with pytest.raises(Rejected) as e:
+                await client.request(pb.StartPipeline(
+                    metadata=common_pb2.CommandMetadata(command_id=str(uuid.uuid4()),
+                                                        acting_member="m-alice", project="demo"),
+                    repository_url=refused, branch="main"), timeout=30)
+            assert e.value.code == code, refused
 
         get = pb.GetPipeline(
             metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), pipeline_id=reply.pipeline_id

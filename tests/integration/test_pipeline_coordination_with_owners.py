@@ -22,6 +22,7 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay
 from metallo.persistence.engine import create_engine
+from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.domain import identities
 from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
 from workload_portfolio.__main__ import MIGRATIONS as WP_MIGRATIONS
@@ -42,7 +43,8 @@ async def h(make_database, amqp_url, topology, tmp_path):
     authority = GovernanceProjectAuthority(GovernanceFile(GOVERNANCE))
     server = PortfolioCommandServer(
         wp_engine, amqp_url, topology, authority=authority,
-        preparation=Preparation(GitSourceControl(timeout_seconds=30), authority),
+        preparation=Preparation(GitSourceControl(policy=RepositoryPolicy.of(allow_local=True),
+                                                     timeout_seconds=30), authority),
     )
     relay = OutboxRelay(wp_engine, amqp_url, topology, owner="workload_portfolio", poll_seconds=0.05)
     await relay.start()

@@ -1,7 +1,6 @@
 """A Runtime newer than its Site edge: an edge whose strict request model does not
 know the authorisation's optional ``repository_grant`` answers 422, and the local
-executor goes back to two requests instead of failing the Attempt (a reviewer's
-version-skew case)."""
+executor goes back to two requests instead of failing the Attempt."""
 
 from __future__ import annotations
 

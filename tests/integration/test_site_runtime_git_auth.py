@@ -37,7 +37,7 @@ async def test_a_fetch_needs_no_askpass_and_a_wrong_token_still_fails(edge, tmp_
     env = good.repo.git_env()
     assert env["GIT_CONFIG_KEY_0"] == f"http.{url}.extraHeader"
     assert env["GIT_CONFIG_VALUE_0"].startswith("Authorization: Basic ")
-    # git would carry the header on to a redirect's host (a reviewer showed it): none.
+    # git would carry the header on to a redirect's host: no redirects are followed.
     assert (env["GIT_CONFIG_KEY_1"], env["GIT_CONFIG_VALUE_1"]) == (
         f"http.{url}.followRedirects", "false")
     assert await asyncio.to_thread(good.stage_in) == {"exit_code": 0}

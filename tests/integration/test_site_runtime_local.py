@@ -341,7 +341,7 @@ async def test_a_repository_the_edge_does_not_serve_fails_the_start_and_issues_n
 
 async def test_a_failure_after_the_combined_grant_leaves_no_grant_unrevoked(edge, runtime, tmp_path):
     """The grant that came with start's authorisation is journaled before the spec is
-    written: a failure there cannot leave it valid until it expires (a reviewer's case)."""
+    written: a failure there cannot leave it valid until it expires."""
     url, commit = await seed_repository(edge, tmp_path)
     await runtime.handle(
         await edge.append("prepare", payload=batch_payload(url, commit, {"argv": ["true"]}))

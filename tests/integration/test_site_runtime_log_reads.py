@@ -1,5 +1,5 @@
 """read-log under a viewer read permit: the local executor through the real worker and
-the real HTTPS Site edge (seed 001, Private Run log commands; issue 8 item 3)."""
+the real HTTPS Site edge (docs/site-commands.md, read-log)."""
 
 from __future__ import annotations
 

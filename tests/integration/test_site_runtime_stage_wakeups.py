@@ -115,7 +115,7 @@ async def test_a_waiting_start_goes_on_with_the_pass_that_frees_a_slot(edge, tmp
 
 
 async def test_an_older_listener_never_removes_a_newer_ones_socket(tmp_path):
-    """A restart where the new Runtime binds before the old one closes (reviewer)."""
+    """A restart where the new Runtime binds before the old one closes."""
     old = StageWakeups(tmp_path / "wake.sock")
     new = StageWakeups(tmp_path / "wake.sock")
     try:
@@ -129,7 +129,7 @@ async def test_an_older_listener_never_removes_a_newer_ones_socket(tmp_path):
 
 async def test_supervision_restarts_keep_one_socket_and_floods_are_rate_limited(tmp_path):
     """Stop/start keeps the one listener; a process flooding wake.sock (anything running
-    as the Runtime's user can) gets at most one pass per MIN_PASS_SECONDS (reviewer)."""
+    as the Runtime's user can) gets at most one pass per MIN_PASS_SECONDS."""
     from site_runtime.adaptors.local.executor import (
         MIN_PASS_SECONDS,
         LocalExecutor,

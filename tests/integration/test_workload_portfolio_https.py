@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+from metallo.repository_policy import RepositoryPolicy
 from tests.unit.workload_portfolio_repos import ACTIONS, git, make_repo
 from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
 from workload_portfolio.domain.errors import SourceError
@@ -95,7 +96,8 @@ async def test_https_read_with_a_credential(https_git):
     host, ca_file, repo, handler = https_git
     url = f"https://{host}/lab/models"
     creds = HostCredentials({host: Credential(USER, SECRET)})
-    source = GitSourceControl(timeout_seconds=30, credentials=creds, ca_file=ca_file)
+    source = GitSourceControl(policy=RepositoryPolicy.of([host]), timeout_seconds=30,
+                              credentials=creds, ca_file=ca_file)
     f = await source.read_file(url, branch="main", commit=None, path="actions.yaml", max_bytes=10**6)
     assert f.commit == git(repo, "rev-parse", "HEAD") and f.content.decode() == ACTIONS
     assert any(a.startswith("Basic ") for a in handler.seen_auth)
@@ -110,7 +112,8 @@ async def test_https_read_with_a_credential(https_git):
 
 async def test_https_without_the_credential_is_refused_without_prompting(https_git):
     host, ca_file, _repo, _handler = https_git
-    source = GitSourceControl(timeout_seconds=30, ca_file=ca_file)  # no credentials, no prompt possible
+    source = GitSourceControl(policy=RepositoryPolicy.of([host]), timeout_seconds=30,
+                              ca_file=ca_file)  # no credentials, no prompt possible
     with pytest.raises(SourceError) as exc:
         await source.read_file(f"https://{host}/lab/models", branch="main", commit=None,
                                path="actions.yaml", max_bytes=10**6)

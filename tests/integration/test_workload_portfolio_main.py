@@ -32,6 +32,7 @@ async def test_served_process_prepares_an_action(tmp_path, make_database, amqp_u
         "METALLO_AMQP_URL": amqp_url,
         "METALLO_TOPOLOGY_PREFIX": topology.prefix,
         "METALLO_GOVERNANCE_FILE": str(ROOT / "examples" / "governance.yaml"),
+        "METALLO_LOCAL_REPOSITORIES": "allow",  # the repository is a local path here
     }
     # the process declares these; the topology fixture deletes them afterwards
     for q in (topology.command_queue("workload_portfolio"), topology.query_queue("workload_portfolio")):

@@ -15,6 +15,7 @@ from metallo.common.v1 import common_pb2
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay, Rejected, RequestClient
 from metallo.persistence.engine import create_engine
+from metallo.repository_policy import RepositoryPolicy
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 from tests.unit.workload_portfolio_repos import ACTIONS, commit, make_repo
 from workload_portfolio.__main__ import MIGRATIONS
@@ -102,7 +103,8 @@ async def stack(tmp_path, make_database, amqp_url, topology):
     url = await make_database("workload_portfolio", MIGRATIONS)
     engine = create_engine(url)
     authority = GovernanceProjectAuthority(GovernanceFile(gov_path))
-    source = ProbedSource(GitSourceControl(timeout_seconds=30))
+    source = ProbedSource(GitSourceControl(policy=RepositoryPolicy.of(allow_local=True),
+                                           timeout_seconds=30))
     source.engine = server_engine = create_engine(url)  # the server's own pool, probed above
     server = PortfolioCommandServer(server_engine, amqp_url, topology, authority=authority,
                                     preparation=Preparation(source, authority))
@@ -299,3 +301,22 @@ async def test_prepare_branch_in_file_order_and_list_workloads_paginated(stack):
     empty = await stack.client.request(wp.ListWorkloads(
         metadata=common_pb2.QueryMetadata(acting_member="m-zed", project="other")), timeout=30)
     assert list(empty.workloads) == [] and empty.page.next_page_token == ""
+
+
+async def test_policy_refusals_change_nothing(stack):
+    for url, code in (("https://169.254.169.254/latest/meta-data/x.git",
+                       "repository-host-not-allowed"),
+                      ("http://127.0.0.1/x.git", "repository-scheme-not-allowed")):
+        with pytest.raises(Rejected) as exc:
+            await stack.prepare("train", url=url)
+        assert exc.value.code == code, url
+    commit(stack.repo, {"actions.yaml": "version: 1\nactions:\n  a:\n    type: k8s-job\n"
+                                        "    command: [x]\n    runtime:\n      environment:\n"
+                                        "        OK: yes\n        LD_PRELOAD: /tmp/x.so\n"})
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare("a")
+    assert exc.value.code == "actions-invalid"
+    problems = [v for k, v in exc.value.details.items() if k.startswith("problem.")]
+    assert len(problems) == 1 and problems[0].startswith(
+        "actions.yaml:9:9: actions.a.runtime.environment.LD_PRELOAD: LD_PRELOAD is forbidden")
+    assert await stack.revisions() == 0

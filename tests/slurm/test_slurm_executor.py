@@ -1,4 +1,4 @@
-"""The slurm executor on the real Slurm lab (issue 6 item 6; seed 000; seed 001).
+"""The slurm executor on the real Slurm lab (docs/slurm-lab.md; docs/site-runtime.md).
 
 Needs ``scripts/slurm-lab up`` (scripts/test runs it). Every test checks what
 Slurm itself recorded (squeue/sacct), not only what the executor says.

@@ -199,8 +199,8 @@ async def test_flush_sends_what_waits_before_it_is_due(journal):
 
 async def test_an_error_while_releasing_never_leaves_the_executor(journal, tmp_path, caplog):
     """The supervision pass and observe call the flush outside any Attempt's guard:
-    an unexpected error (here the journal's) is logged, not raised (found in review:
-    it ended the supervision task silently)."""
+    an unexpected error (here the journal's) is logged, not raised: raised, it would
+    end the supervision task silently."""
     from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
 
     executor = LocalExecutor(LocalSettings(workspace_root=tmp_path / "ws"), journal,

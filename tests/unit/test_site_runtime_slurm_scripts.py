@@ -527,7 +527,7 @@ def test_version_3_gives_up_after_10_rebases(tmp_path):
 
 def test_version_3_does_not_rebase_onto_a_rewritten_branch(tmp_path):
     # A rebase onto a force-pushed branch would bring the removed history back with
-    # this Run's commits (found in review): nothing is pushed.
+    # this Run's commits: nothing is pushed.
     remote, _first, second = two_runs(tmp_path)
     other = tmp_path / "rewritten"
     sh("git", "init", "-q", "-b", "main", str(other), cwd=tmp_path)
@@ -557,7 +557,7 @@ def test_version_3_names_no_output_commit_for_outputs_the_branch_already_holds(t
 
 def test_version_3_takes_a_ref_lock_still_held_for_a_moved_branch(tmp_path):
     # Git waits only 100 ms for a ref's lock; with ten Runs at once a push can find it
-    # still held ("….lock': File exists"): no refusal for good (found in review).
+    # still held ("….lock': File exists"): no refusal for good.
     remote, _first, second = two_runs(tmp_path)
     lock = remote / "refs" / "heads" / "main.lock"
     lock.write_text("")

@@ -1,7 +1,7 @@
-"""Stage-out's "did anything change?" on a real git checkout (local executor, seed 000
-stage-out): a clean status pushes nothing, and so does a status whose entries stage
-nothing new — found by a reviewer: a file the compute step added to the index and
-then deleted, or a tracked file it removed from the index only."""
+"""Stage-out's "did anything change?" on a real git checkout (local executor,
+docs/site-runtime.md): a clean status pushes nothing, and so does a status whose
+entries stage nothing new: a file the compute step added to the index and then
+deleted, or a tracked file it removed from the index only."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def test_losing_the_race_for_the_refs_lock_is_a_moved_branch_too(tmp_path):
 
 def test_a_rewritten_branch_is_not_rebased_onto(tmp_path):
     # A rebase onto a force-pushed branch would bring the removed history back with
-    # this Run's commits (found in review): nothing is pushed, as before.
+    # this Run's commits: nothing is pushed.
     r, remote = checked_out(tmp_path)
     other = tmp_path / "rewritten"
     sh("git", "init", "-q", "-b", "main", str(other), cwd=tmp_path)
@@ -215,7 +215,7 @@ def test_a_merge_compute_made_is_kept_by_the_rebase(tmp_path):
 
 def test_a_ref_lock_another_push_still_holds_is_a_moved_branch_too(tmp_path):
     # Git waits only 100 ms for a ref's lock: with ten Runs at once a push can find it
-    # still held ("….lock': File exists"). That is no refusal for good (found in review).
+    # still held ("….lock': File exists"). That is no refusal for good.
     r, remote = checked_out(tmp_path)
     lock = remote / "refs" / "heads" / "main.lock"
     lock.write_text("")

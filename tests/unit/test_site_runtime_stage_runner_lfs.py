@@ -78,8 +78,8 @@ def test_a_repository_ca_file_is_the_only_ca_git_trusts(tmp_path):
 
 def test_stage_out_pushes_after_stage_in_of_an_lfs_history(tmp_path):
     """A Pipeline hand-off: the input commit holds model.bin v2 on top of v1 (both LFS).
-    Stage-in pulls only v2; stage-out must still push the step's new commit (a reviewer
-    found `git lfs push` walking the whole history when no remote-tracking ref existed)."""
+    Stage-in pulls only v2; stage-out must still push the step's new commit (`git lfs
+    push` walks the whole history when no remote-tracking ref exists)."""
     import os
     import time
 

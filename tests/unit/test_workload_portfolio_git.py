@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from metallo.repository_policy import RepositoryPolicy
 from tests.unit.workload_portfolio_repos import ACTIONS, commit, git, make_repo
 from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
 from workload_portfolio.domain.errors import InvalidArgument, SourceError
+
+LOCAL = RepositoryPolicy.of(allow_local=True)
 
 
 @pytest.fixture
@@ -25,7 +28,7 @@ async def read(url, **kw):
     kw.setdefault("commit", None)
     kw.setdefault("path", "actions.yaml")
     kw.setdefault("max_bytes", 1024 * 1024)
-    return await GitSourceControl(timeout_seconds=20).read_file(url, **kw)
+    return await GitSourceControl(policy=LOCAL, timeout_seconds=20).read_file(url, **kw)
 
 
 async def test_branch_resolves_to_its_commit_and_the_file_is_read_there(repo):
@@ -98,7 +101,8 @@ async def test_credentials_travel_in_the_environment_never_argv_and_prompts_are_
         def credential_for(self, url):
             return Credential("deploy", secret)
 
-    source = GitSourceControl(timeout_seconds=20, credentials=Everyone(), git=str(wrapper))
+    source = GitSourceControl(policy=LOCAL, timeout_seconds=20, credentials=Everyone(),
+                              git=str(wrapper))
     f = await source.read_file(str(repo), branch="main", commit=None, path="actions.yaml", max_bytes=10**6)
     assert f.content.decode() == ACTIONS
     lines = log.read_text().splitlines()
@@ -118,8 +122,30 @@ async def test_a_hanging_git_is_killed_after_the_timeout(tmp_path, repo):
     wrapper.write_text("#!/bin/sh\nexec sleep 30\n")
     wrapper.chmod(0o755)
     with pytest.raises(SourceError) as exc:
-        await GitSourceControl(timeout_seconds=0.5, git=str(wrapper)).read_file(
+        await GitSourceControl(policy=LOCAL, timeout_seconds=0.5, git=str(wrapper)).read_file(
             str(repo), branch="main", commit=None, path="actions.yaml", max_bytes=100)
     assert exc.value.code == "source-unavailable"
     assert "longer than 0.5 s" in exc.value.message
     assert os.path.exists(repo)
+
+
+async def test_the_repository_policy_is_applied_before_any_fetch(repo, tmp_path):
+    production = GitSourceControl(policy=RepositoryPolicy.of(["gitlab.example.org"]),
+                                  timeout_seconds=5, git=str(tmp_path / "no-git-is-run"))
+    cases = {
+        "https://169.254.169.254/latest/meta-data/iam": "repository-host-not-allowed",
+        "https://10.0.0.1/x.git": "repository-host-not-allowed",
+        str(repo): "repository-local-not-allowed",
+        f"file://{repo}": "repository-local-not-allowed",
+    }
+    for url, code in cases.items():
+        with pytest.raises(InvalidArgument) as exc:
+            await production.read_file(url, branch="main", commit=None, path="actions.yaml",
+                                       max_bytes=100)
+        assert exc.value.code == code, url
+    state = GitSourceControl(policy=RepositoryPolicy.of(allow_local=True, state_dirs=[str(repo)]),
+                             timeout_seconds=5)
+    with pytest.raises(InvalidArgument) as exc:
+        await state.read_file(str(repo), branch="main", commit=None, path="actions.yaml",
+                              max_bytes=100)
+    assert exc.value.code == "repository-in-platform-state"

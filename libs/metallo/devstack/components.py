@@ -10,6 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from metallo.devstack.layout import REPO_ROOT, Layout
 
@@ -86,6 +87,11 @@ def common_env(layout: Layout, options: Options) -> dict[str, str]:
         "METALLO_TOPOLOGY_PREFIX": options.topology_prefix,
         "METALLO_GOVERNANCE_FILE": str(REPO_ROOT / "examples" / "governance.yaml"),
         "METALLO_DEFERRALS_FILE": str(REPO_ROOT / "contracts" / "deferrals.json"),
+        # The repository policy (metallo.repository_policy): development reads local
+        # repositories and the lab Git server, never the stack's own state.
+        "METALLO_LOCAL_REPOSITORIES": "allow",
+        "METALLO_GIT_HOSTS": urlsplit(options.edge_url).netloc,
+        "METALLO_STATE_DIRS": str(layout.root),
     }
 
 

@@ -5,6 +5,12 @@
 
 The operator token reaches git only through ``GIT_ASKPASS`` reading this
 process's environment — never a URL, a command line or a log.
+
+Symbolic links are never followed out of the directory: a link whose target
+stays inside it is published as a link (git stores the link, not what it points
+at); a link that is absolute or leads outside (``/etc``, ``../secrets``, or a
+chain through other links) refuses the whole publication, before anything is
+created on the server.
 """
 
 from __future__ import annotations
@@ -106,16 +112,23 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
     ca = layout.certs / "ca.pem"
     token = (layout.secrets / "git-operator-token").read_text(encoding="utf-8").strip()
     repo = f"{name}.git"
-    context = ssl.create_default_context(cafile=str(ca))
-    with httpx.Client(verify=context, timeout=30, trust_env=False) as client:
-        answer = client.put(f"{edge_url}/git-admin/repositories/{repo}", auth=("operator", token))
-    if answer.status_code not in (200, 201):
-        raise PublishError(f"the lab Git server refused to create {repo}: HTTP "
-                           f"{answer.status_code} {answer.text[:200]}")
     url = f"{edge_url}/git/{repo}"
     with tempfile.TemporaryDirectory(prefix="metallo-publish-") as tmp:
         work = Path(tmp) / "repo"
-        shutil.copytree(source, work, ignore=IGNORED)
+        # Links are copied as links, then judged in this private copy (what is committed).
+        shutil.copytree(source, work, ignore=IGNORED, symlinks=True)
+        if leaving := links_leaving(work):
+            shown = "; ".join(leaving[:5]) + (f"; … ({len(leaving)} in all)" if len(leaving) > 5 else "")
+            raise PublishError(f"{source} has symbolic links leading outside it ({shown}): "
+                               "they are never published; copy the files in or make each "
+                               "link point inside the directory. Nothing was created")
+        context = ssl.create_default_context(cafile=str(ca))
+        with httpx.Client(verify=context, timeout=30, trust_env=False) as client:
+            answer = client.put(f"{edge_url}/git-admin/repositories/{repo}",
+                                auth=("operator", token))
+        if answer.status_code not in (200, 201):
+            raise PublishError(f"the lab Git server refused to create {repo}: HTTP "
+                               f"{answer.status_code} {answer.text[:200]}")
         env = _git_env(tmp, ca, token)
         git = _runner(work, env)
         git("init", "-q", "-b", branch)
@@ -128,6 +141,30 @@ def publish(source: Path, name: str, *, edge_url: str, layout: Layout | None = N
         git("commit", "-q", "-m", f"{name}: {'update' if existing else 'initial import'}")
         git("push", "-q", url, f"HEAD:refs/heads/{branch}")
         return url, git("rev-parse", "HEAD").strip()
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def links_leaving(root: Path) -> list[str]:
+    """The symbolic links under ``root`` (never followed) that are absolute or lead
+    outside ``root`` — by their text or once resolved through other links — as
+    ``"relative/path -> target"``, sorted."""
+    top = os.path.abspath(root)
+    real_top = os.path.realpath(root)
+    leaving = []
+    for directory, dirs, files in os.walk(top):
+        for entry in (*dirs, *files):
+            path = os.path.join(directory, entry)
+            if not os.path.islink(path):
+                continue
+            target = os.readlink(path)
+            lexical = os.path.normpath(os.path.join(directory, target))
+            if (os.path.isabs(target) or not _inside(lexical, top)
+                    or not _inside(os.path.realpath(path), real_top)):
+                leaving.append(f"{os.path.relpath(path, top)} -> {target}")
+    return sorted(leaving)
 
 
 def _has_files(source: Path) -> bool:

@@ -6,13 +6,17 @@ from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
+from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.adaptors.projection import pipeline_message
 from pipeline_coordination.application import requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority
 
 
-def register_requests(server: CommandServer, store: PipelineStore, authority: ProjectAuthority) -> None:
-    """StartPipeline, StopPipeline (commands); GetPipeline, ListPipelines (queries)."""
+def register_requests(server: CommandServer, store: PipelineStore, authority: ProjectAuthority,
+                      policy: RepositoryPolicy | None = None) -> None:
+    """StartPipeline, StopPipeline (commands); GetPipeline, ListPipelines (queries).
+    ``policy``: the repository policy StartPipeline checks first (None: only Workload
+    Portfolio's check, when it prepares)."""
 
     @server.command(pb.StartPipeline)
     async def start(session, cmd: pb.StartPipeline) -> pb.StartPipelineReply:
@@ -26,6 +30,7 @@ def register_requests(server: CommandServer, store: PipelineStore, authority: Pr
             repository_url=cmd.repository_url,
             branch=cmd.branch,
             actions=list(cmd.actions),
+            policy=policy,
         )
         return pb.StartPipelineReply(pipeline_id=pipeline_id, state=state)
 

@@ -20,6 +20,7 @@ from metallo.messaging import (
     Topology,
 )
 from metallo.persistence.engine import session_factory
+from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.adaptors.execution_core import ExecutionCoreClient
 from pipeline_coordination.adaptors.messaging import register_events, register_requests
 from pipeline_coordination.adaptors.projection import pipeline_completed
@@ -46,6 +47,7 @@ class PipelineCoordination:
     parts: frozenset[str] = ALL_PARTS
     fault: FaultHook = no_fault
     relay_poll_seconds: float = 1.0
+    repository_policy: RepositoryPolicy | None = None  # StartPipeline's early check
 
     def __post_init__(self) -> None:
         self.store = SqlPipelineStore()
@@ -53,7 +55,7 @@ class PipelineCoordination:
         self.outbox = Outbox(self.topology)
         self.client = RequestClient(self.amqp_url, self.topology)
         self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
-        register_requests(self.server, self.store, self.authority)
+        register_requests(self.server, self.store, self.authority, self.repository_policy)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(

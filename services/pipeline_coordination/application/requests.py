@@ -19,6 +19,7 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from metallo.messaging import Rejected
+from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
 from pipeline_coordination.application.ports import (
     AuthorityUnavailable,
     Meta,
@@ -55,17 +56,26 @@ async def start_pipeline(
     repository_url: str,
     branch: str,
     actions: list[str],
+    policy: RepositoryPolicy | None = None,
 ) -> tuple[str, str]:
     """Record a new Pipeline in ``preparing`` with its coordinator work; return (pipeline_id, state).
 
     Needs ``pipelines.start``. Idempotency by command_id is the CommandServer's
-    (its receipt commits with this transaction).
+    (its receipt commits with this transaction). With ``policy``, a repository URL
+    it refuses is rejected at once with the policy's code (e.g.
+    ``repository-host-not-allowed``) instead of failing the Pipeline later in
+    Workload Portfolio, which enforces the same policy.
     """
     check(authority, project, member, "pipelines.start")
     try:
         d.validate_start(repository_url, branch, actions)
     except d.InvalidStart as e:
         raise Rejected("invalid-argument", str(e), {f"problem_{i}": p for i, p in enumerate(e.problems)}) from None
+    if policy is not None:
+        try:
+            policy.check(repository_url)
+        except RepositoryRefused as e:
+            raise Rejected(e.code, e.message) from None
     p = d.Pipeline(
         pipeline_id=str(uuid.uuid4()),
         project=project,

@@ -9,6 +9,7 @@
 | ``METALLO_SITE_EDGE_TLS_CERT`` / ``_KEY`` | PEM certificate chain / key files | none (required) |
 | ``METALLO_SITE_EDGE_INSECURE_LOOPBACK`` | ``1``: plain HTTP, loopback only | off |
 | ``METALLO_SITE_EDGE_MAX_BODY_BYTES`` | request body bound | 262144 |
+| ``METALLO_SITE_EDGE_API_DOCS`` | ``1``: serve ``/docs``, ``/redoc``, ``/openapi.json`` | off |
 | ``METALLO_REPOSITORY_GRANT_SECONDS`` | repository grant lifetime | 7200 |
 | ``METALLO_MEMBER_TOKEN_SECONDS`` | member token lifetime (≤ 3600) | 3600 |
 | ``METALLO_GOVERNANCE_FILE`` | the governance YAML | ``examples/governance.yaml`` |
@@ -73,6 +74,7 @@ class Settings:
                 max_body_bytes=int(env("METALLO_SITE_EDGE_MAX_BODY_BYTES", "262144")),
                 repository_grant_seconds=int(env("METALLO_REPOSITORY_GRANT_SECONDS", "7200")),
                 member_token_seconds=min(3600, int(env("METALLO_MEMBER_TOKEN_SECONDS", "3600"))),
+                api_docs=env("METALLO_SITE_EDGE_API_DOCS", "") == "1",
             ),
             governance_file=_path("METALLO_GOVERNANCE_FILE") or ROOT / "examples" / "governance.yaml",
             deferrals_file=_path("METALLO_DEFERRALS_FILE") or DEFAULT_DEFERRALS,

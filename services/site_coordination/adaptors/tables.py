@@ -2,7 +2,7 @@
 
 Streams and numbered commands with their results (seed 004 §4A), command grants
 (§4B), progress reports, native end notices (ADR 0016), repository grants, read
-permits (seed 001), the lab Git server's tokens, and the messaging tables (outbox,
+permits (seed 001), ended Runs, the lab Git server's tokens, and the messaging tables (outbox,
 inbox, command receipts).
 """
 
@@ -106,6 +106,15 @@ repository_grants = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
     Index("repository_grants_attempt", "attempt_id"),
+    Index("repository_grants_run", "run_id"),
+)
+
+# Runs Execution Core said ended (RunCompleted): their repository grants are over.
+ended_runs = Table(
+    "ended_runs", metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("outcome", Text, nullable=False),
+    Column("noticed_at", DateTime(timezone=True), nullable=False, server_default=_now),
 )
 
 read_permits = Table(

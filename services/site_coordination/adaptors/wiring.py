@@ -13,6 +13,7 @@ from metallo.messaging import Outbox, Topology
 from metallo.persistence.engine import create_engine, session_factory
 from site_coordination.adaptors.deferral_catalogue import load_catalogue
 from site_coordination.adaptors.edge.app import EdgeServices, EdgeSettings, create_app
+from site_coordination.adaptors.edge.caller import caller_check
 from site_coordination.adaptors.edge.limits import BodyLimits
 from site_coordination.adaptors.edge.notifier import StreamNotifier
 from site_coordination.adaptors.lab_git.app import LabGitApp, LabGitSettings, compose
@@ -54,6 +55,6 @@ def build_edge(engine: AsyncEngine, database_url: str, topology: Topology, *,
         **({"draining": draining} if draining is not None else {}),
     )
     edge = BodyLimits(create_app(services), max_bytes=settings.max_body_bytes,
-                      max_depth=settings.max_json_depth)
+                      max_depth=settings.max_json_depth, check=caller_check(sessions))
     git = LabGitApp(lab_git, sessions) if lab_git else None
     return compose(edge, git)

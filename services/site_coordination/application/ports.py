@@ -137,6 +137,21 @@ class SiteStore(Protocol):
         ...
 
 
+class RunEnds(Protocol):
+    """Runs Execution Core said ended (``RunCompleted``), inside one transaction."""
+
+    async def record_run_end(self, run_id: str, outcome: str) -> bool:
+        """Record the Run's end once; True when new."""
+        ...
+    async def run_ended(self, run_id: str) -> bool:
+        """Whether the Run's end is recorded."""
+        ...
+    async def outstanding_grants(self, run_id: str) -> list[tuple[str, str]]:
+        """``(grant_id, provider_ref)`` of the Run's unrevoked repository grants,
+        locked for this transaction."""
+        ...
+
+
 class EventPublisher(Protocol):
     """Publishes integration events through the outbox of the current transaction."""
 

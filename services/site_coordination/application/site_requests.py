@@ -16,9 +16,11 @@ from site_coordination.application.ports import (
     MemberTokenIssuer,
     ProjectAuthority,
     RepositoryGrantRecord,
+    RunEnds,
     SiteStore,
     SourceControl,
 )
+from site_coordination.application.run_ends import refuse_after_run_end
 from site_coordination.domain.authorisation import (
     AttemptState,
     check_read_path,
@@ -126,14 +128,16 @@ class RepositoryGrantIssued:
     expires_at: datetime
 
 
-async def issue_repository_grant(store: SiteStore, authority: ProjectAuthority,
+async def issue_repository_grant(store: SiteStore, ends: RunEnds, authority: ProjectAuthority,
                                  source_control: SourceControl, grant: CommandGrant,
                                  attempt_id: str, direction: str,
                                  lifetime_seconds: int) -> RepositoryGrantIssued:
     """Issue a stage-in (read) or stage-out (read+write) identity for the Attempt's exact
-    saved repository, valid ``lifetime_seconds`` (seed 001, Repository grants).
+    saved repository, valid ``lifetime_seconds`` (seed 001, Repository grants). Refused
+    (409 ``attempt-completed``) once the Attempt or its Run has ended.
     """
     attempt = await _attempt(store, grant, attempt_id)
+    await refuse_after_run_end(ends, attempt.run_id)
     facts = authority.facts(attempt.project, str(attempt.member.get("id", "")),
                             grant.stream.site_id)
     now = await store.now()

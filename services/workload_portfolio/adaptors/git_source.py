@@ -1,7 +1,9 @@
 """Source Control adapter over the real ``git`` command (issue 3 item 3).
 
 Reads one file at an exact commit from a repository named by an absolute local
-path, a ``file://`` URL or an ``https://`` URL. Each read fetches exactly one
+path, a ``file://`` URL or an ``https://`` URL, as the operator's
+:class:`~metallo.repository_policy.RepositoryPolicy` allows (https only to the
+configured Git hosts; local repositories only where enabled). Each read fetches exactly one
 commit (``--depth=1``) into a throw-away bare repository, so nothing is shared
 between requests and a branch is resolved and fetched in one step (no race
 between "which commit" and "read it").
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
 from workload_portfolio.application.ports import SourceFile
 from workload_portfolio.domain.errors import InvalidArgument, SourceError
 from workload_portfolio.domain.refs import COMMIT, branch_problem, relative_path_problem
@@ -85,6 +88,8 @@ _MISSING_OBJECT = re.compile(r"not our ref|unadvertised object|no such remote re
 class GitSourceControl:
     """:class:`~workload_portfolio.application.ports.SourceControl` over ``git`` (>= 2.30).
 
+    policy: which repository URLs may be read (refusals: InvalidArgument with the
+    policy's code, e.g. ``repository-host-not-allowed``).
     timeout_seconds: limit for each git process (fetch included), seconds.
     credentials: provider of https credentials (None: anonymous).
     ca_file: extra CA bundle for https (lab servers with their own CA).
@@ -94,12 +99,14 @@ class GitSourceControl:
     def __init__(
         self,
         *,
+        policy: RepositoryPolicy,
         timeout_seconds: float = 60.0,
         credentials: CredentialProvider | None = None,
         ca_file: str | None = None,
         work_dir: str | None = None,
         git: str = "git",
     ):
+        self.policy = policy
         self.timeout_seconds = timeout_seconds
         self.credentials = credentials
         self.ca_file = ca_file
@@ -166,24 +173,13 @@ class GitSourceControl:
     # -- helpers -------------------------------------------------------------
 
     def _check_url(self, url: str) -> str:
-        if not url or len(url) > 2048 or any(ord(c) < 33 or ord(c) == 127 for c in url):
-            raise InvalidArgument("repository_url must be a non-empty URL without spaces or control characters")
-        if url.startswith("/"):
-            if not Path(url).exists():
-                raise SourceError(f"repository {url} not found", code="repository-not-found")
-            return url
-        parts = urlsplit(url)
-        if parts.scheme == "file":
-            if parts.netloc not in ("", "localhost"):
-                raise InvalidArgument("file:// URLs name a local path (file:///path)")
-            return url
-        if parts.scheme == "https":
-            if parts.username or parts.password:
-                raise InvalidArgument("credentials do not belong in repository URLs; the platform supplies them")
-            if not parts.hostname:
-                raise InvalidArgument("https repository URL has no host")
-            return url
-        raise InvalidArgument("repository_url must be an absolute path, file:///… or https://…")
+        try:
+            self.policy.check(url)
+        except RepositoryRefused as exc:
+            raise InvalidArgument(exc.message, code=exc.code) from None
+        if url.startswith("/") and not Path(url).exists():
+            raise SourceError(f"repository {url} not found", code="repository-not-found")
+        return url
 
     def _env(self, url: str, *, home: str) -> dict[str, str]:
         config: list[tuple[str, str]] = [

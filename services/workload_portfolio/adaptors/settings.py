@@ -9,6 +9,8 @@
 | ``METALLO_GIT_TIMEOUT_SECONDS`` | limit for each git process, seconds | ``60`` |
 | ``METALLO_GIT_CA_FILE`` | extra CA bundle for https repositories | none |
 | ``METALLO_GIT_CREDENTIALS_FILE`` | JSON ``{"host": {"username": …, "secret": …}}`` of https credentials | none |
+| ``METALLO_GIT_HOSTS``, ``METALLO_LOCAL_REPOSITORIES``, ``METALLO_STATE_DIRS`` | the repository policy (``metallo.repository_policy``) | https to no host; no local repositories |
+| ``METALLO_FORBIDDEN_ENVIRONMENT`` | environment names actions may not set (``metallo.environment_policy``) | ``LD_*,GIT_*,METALLO_*,PYTHONSTARTUP`` |
 
 Credentials are read from a file (mode 0600 advised), never from a command line,
 and are only presented to the host they are listed under.
@@ -21,7 +23,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from metallo.environment_policy import EnvironmentPolicy
 from metallo.persistence.engine import database_url
+from metallo.repository_policy import RepositoryPolicy
 from workload_portfolio.adaptors.git_source import Credential, HostCredentials
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,6 +46,8 @@ class Settings:
     git_timeout_seconds: float
     git_ca_file: str | None
     git_credentials: HostCredentials
+    repository_policy: RepositoryPolicy
+    environment_policy: EnvironmentPolicy
 
     @classmethod
     def from_environment(cls) -> Settings:
@@ -62,4 +68,6 @@ class Settings:
             git_timeout_seconds=float(os.environ.get("METALLO_GIT_TIMEOUT_SECONDS", "60")),
             git_ca_file=os.environ.get("METALLO_GIT_CA_FILE") or None,
             git_credentials=HostCredentials(creds),
+            repository_policy=RepositoryPolicy.from_environment(),
+            environment_policy=EnvironmentPolicy.from_environment(),
         )

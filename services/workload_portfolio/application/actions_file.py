@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metallo.environment_policy import EnvironmentPolicy
 from metallo.governance.faithful_yaml import (
     Document,
     DocumentError,
@@ -28,7 +29,6 @@ from workload_portfolio.domain.refs import branch_problem, relative_path_problem
 ACTIONS_FILE = "actions.yaml"
 MAX_BYTES = 1024 * 1024
 MAX_ACTIONS = 200
-RESERVED_ENV_PREFIX = "METALLO_"
 
 
 class ActionsFileError(DocumentError):
@@ -68,10 +68,13 @@ def actions_schema() -> dict:
     return _schema
 
 
-def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE) -> ActionsFile:
+def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE,
+                       environment: EnvironmentPolicy | None = None) -> ActionsFile:
     """Parse and check an actions.yaml.
 
-    content: the file's bytes; source: the name used in problems.
+    content: the file's bytes; source: the name used in problems; environment: the
+    names actions may not set (default :class:`EnvironmentPolicy`: ``LD_*``,
+    ``GIT_*``, ``METALLO_*``, ``PYTHONSTARTUP``).
     Returns :class:`ActionsFile`. Raises :class:`ActionsFileError` listing every
     problem (size over 1 MiB, over 200 actions, YAML syntax, alias bombs, nesting,
     duplicate keys, schema violations and the cross-field rules below).
@@ -90,7 +93,8 @@ def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE) -> A
     if isinstance(actions, dict):
         for name, action in actions.items():
             if isinstance(action, dict):
-                problems.extend(_action_problems(doc, name, action))
+                problems.extend(_action_problems(doc, name, action,
+                                                 environment or EnvironmentPolicy()))
     if problems:
         raise ActionsFileError(problems)
     return ActionsFile(version=data["version"], actions=tuple(actions.items()))
@@ -112,7 +116,8 @@ def _retitle(problems: list[Problem], data: Any) -> list[Problem]:
     return out
 
 
-def _action_problems(doc: Document, name: str, a: dict) -> list[Problem]:
+def _action_problems(doc: Document, name: str, a: dict,
+                     environment: EnvironmentPolicy) -> list[Problem]:
     """Cross-field rules the schema cannot say well (docs/actions.md, "Rules")."""
     base = ("actions", name)
     out: list[Problem] = []
@@ -134,9 +139,10 @@ def _action_problems(doc: Document, name: str, a: dict) -> list[Problem]:
     runtime = a.get("runtime") if isinstance(a.get("runtime"), dict) else {}
     env = runtime.get("environment") if isinstance(runtime.get("environment"), dict) else {}
     for key in env:
-        if key.upper().startswith(RESERVED_ENV_PREFIX):
+        if isinstance(key, str) and (entry := environment.forbidding(key)):
             out.append(doc.problem(base + ("runtime", "environment", key),
-                                   f"variables starting with {RESERVED_ENV_PREFIX} are reserved for the platform", key=True))
+                                   f"{key} is forbidden by the Site's environment policy "
+                                   f"({entry}; docs/actions.md, Environment)", key=True))
     wd = runtime.get("workingDirectory")
     if isinstance(wd, str) and (why := relative_path_problem(wd)):
         out.append(doc.problem(base + ("runtime", "workingDirectory"), why))

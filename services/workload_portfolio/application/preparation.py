@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from metallo.environment_policy import EnvironmentPolicy
 from workload_portfolio.application.actions_file import (
     ACTIONS_FILE,
     MAX_BYTES,
@@ -64,9 +65,12 @@ class PreparedRevision:
 class Preparation:
     """Phase 1 of a preparation: permission, source read and parsing (no database)."""
 
-    def __init__(self, source: SourceControl, authority: ProjectAuthority):
+    def __init__(self, source: SourceControl, authority: ProjectAuthority,
+                 environment: EnvironmentPolicy | None = None):
+        """``environment``: names actions may not set (default: :class:`EnvironmentPolicy`)."""
         self.source = source
         self.authority = authority
+        self.environment = environment or EnvironmentPolicy()
 
     def check_prepare(self, project: str, member: str) -> None:
         """Raise PermissionDenied/GovernanceUnavailable unless ``member`` may prepare in ``project``."""
@@ -101,7 +105,8 @@ class Preparation:
                 raise ActionsInvalid(f"{ACTIONS_FILE}: {e.message}") from None
             raise
         try:
-            parsed = parse_actions_file(f.content, source=ACTIONS_FILE)
+            parsed = parse_actions_file(f.content, source=ACTIONS_FILE,
+                                        environment=self.environment)
         except ActionsFileError as e:
             shown = e.problems[:MAX_PROBLEMS_IN_DETAILS]
             raise ActionsInvalid(

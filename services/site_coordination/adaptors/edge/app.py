@@ -3,7 +3,9 @@
 Every route except ``/healthz`` and ``/.well-known/jwks.json`` needs a ``psb_``
 command grant, read afresh from PostgreSQL in the request's own transaction. A
 refusal rolls that transaction back, so it changes nothing, and is logged with
-its code only (never a secret).
+its code only (never a secret). A request refused for its shape (body, path,
+query) is answered only after its caller is authenticated (``errors``,
+``caller``), and the interactive API pages exist only when ``api_docs`` is set.
 """
 
 from __future__ import annotations
@@ -16,21 +18,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from site_coordination.adaptors.edge import schemas as s
+from site_coordination.adaptors.edge.caller import caller_check
+from site_coordination.adaptors.edge.errors import install_error_handlers
 from site_coordination.adaptors.edge.notifier import StreamNotifier
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.adaptors.run_ends_store import PostgresRunEnds
 from site_coordination.application import site_requests, streams
 from site_coordination.application.grants import authenticate
 from site_coordination.application.ports import (
-    AuthorityUnavailable,
     EventPublisher,
-    IdentityProviderUnavailable,
     MemberTokenIssuer,
     ProjectAuthority,
     SourceControl,
@@ -56,6 +58,7 @@ class EdgeSettings:
     repository_grant_seconds: int = 7200
     member_token_seconds: int = 3600
     read_permit_seconds: int = 300
+    api_docs: bool = False  # serve /docs, /redoc and /openapi.json
 
 
 @dataclass
@@ -77,13 +80,6 @@ class EdgeServices:
     # True once the server shuts down: a long-poll answers "no command" at once
     # instead of being cancelled mid-wait by the graceful-shutdown timeout.
     draining: Callable[[], bool] = lambda: False
-
-
-def _error(status: int, code: str, message: str, reason: str | None = None) -> JSONResponse:
-    detail: dict[str, Any] = {"code": code, "message": message}
-    if reason:
-        detail["reason"] = reason
-    return JSONResponse({"error": detail}, status_code=status)
 
 
 _ERRORS = {
@@ -129,52 +125,19 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             if notifier:
                 await notifier.stop()
 
+    docs = services is not None and services.settings.api_docs
     app = FastAPI(
         title="Metallo Site edge", version=API_VERSION, lifespan=lifespan,
+        # The interactive pages and the live document only when an operator enables
+        # them; contracts/site/openapi.json is rendered from app.openapi() regardless.
+        docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
         description="HTTPS interface between a Site Runtime and Site Coordination "
                     "(seed 004 §4B; docs/site-edge.md, docs/site-commands.md).",
     )
     app.state.services = services
 
-    @app.exception_handler(Refusal)
-    async def refusal(request: Request, exc: Refusal) -> JSONResponse:
-        log.info("refused %s %s: %s%s", request.method, request.url.path, exc.code,
-                 f" ({exc.reason})" if exc.reason else "")
-        return _error(exc.status, exc.code, exc.message, exc.reason)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        if any(e.get("type") == "json_invalid" for e in errors):
-            log.info("refused %s %s: malformed-json", request.method, request.url.path)
-            return _error(400, "malformed-json", "the body is not valid JSON")
-        first = errors[0] if errors else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        log.info("refused %s %s: invalid-request at %s", request.method, request.url.path, where)
-        return _error(422, "invalid-request", f"{where}: {first.get('msg', 'invalid')}")
-
-    @app.exception_handler(AuthorityUnavailable)
-    async def authority_down(request: Request, exc: AuthorityUnavailable) -> JSONResponse:
-        log.warning("authority unavailable for %s %s", request.method, request.url.path)
-        return _error(503, "authority-unavailable", "current Project authority cannot be confirmed")
-
-    @app.exception_handler(IdentityProviderUnavailable)
-    async def idp_down(request: Request, exc: IdentityProviderUnavailable) -> JSONResponse:
-        log.warning("identity provider unavailable for %s %s", request.method, request.url.path)
-        return _error(503, "identity-provider-unavailable", "the member token cannot be issued now")
-
-    @app.exception_handler(DBAPIError)
-    async def storage_error(request: Request, exc: DBAPIError) -> JSONResponse:
-        if not exc.connection_invalidated:
-            raise exc  # a real fault: a 500, logged by the server
-        log.warning("database connection lost during %s %s", request.method, request.url.path)
-        return _error(503, "storage-unavailable", "the database connection was lost; retry")
-
-    @app.exception_handler(OSError)
-    async def storage_down(request: Request, exc: OSError) -> JSONResponse:
-        log.warning("database unreachable during %s %s: %s", request.method, request.url.path,
-                    type(exc).__name__)
-        return _error(503, "storage-unavailable", "the database cannot be reached; retry")
+    install_error_handlers(app, caller_check(services.sessions) if services else None)
 
     @app.get("/healthz", response_model=s.Health, tags=["health"])
     async def healthz() -> s.Health:
@@ -315,8 +278,9 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             if body.repository_grant is not None:
                 # Only after a positive decision; a grant refusal rolls both back.
                 issued = await site_requests.issue_repository_grant(
-                    store, svc.authority, svc.source_control(session), grant,
-                    body.attempt_id, body.repository_grant, svc.settings.repository_grant_seconds)
+                    store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
+                    grant, body.attempt_id, body.repository_grant,
+                    svc.settings.repository_grant_seconds)
         return s.ExecutionAuthorised(**verdict, repository_grant=_repository_grant(issued))
 
     @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
@@ -356,8 +320,8 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
             store = PostgresSiteStore(session)
             grant = await _grant(store, request)
             issued = await site_requests.issue_repository_grant(
-                store, svc.authority, svc.source_control(session), grant, attempt_id,
-                body.direction, svc.settings.repository_grant_seconds)
+                store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
+                grant, attempt_id, body.direction, svc.settings.repository_grant_seconds)
         return _repository_grant(issued)
 
     @router.delete("/repository-grants/{grant_id}", status_code=204, tags=["repository grants"])

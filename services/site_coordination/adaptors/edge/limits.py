@@ -2,7 +2,8 @@
 
 Pure ASGI middleware: a body above ``max_bytes`` gets 413 ``body-too-large``; JSON
 nested deeper than ``max_depth`` gets 422 ``body-too-deep``; both before any
-handler runs, so nothing changes.
+handler runs, so nothing changes — and both only once the caller is authenticated
+(``check``): an unauthenticated caller gets its 401 instead, whatever it sent.
 
 ``POST /v1/commands/{sequence}/result`` alone may carry up to ``max_result_bytes``
 (6 MiB): a ``read-log`` result holds up to 5 MiB of encoded log text (seed 001,
@@ -15,6 +16,7 @@ import json
 import logging
 import re
 
+from site_coordination.adaptors.edge.caller import CallerCheck, header, printable
 from site_coordination.domain.canonical import json_depth_ok
 
 log = logging.getLogger("site_coordination.edge")
@@ -35,8 +37,10 @@ class BodyLimits:
     """Buffer and check each request body, then replay it to ``app``."""
 
     def __init__(self, app, *, max_bytes: int = 256 * 1024, max_depth: int = 32,
-                 max_result_bytes: int = MAX_RESULT_BODY_BYTES) -> None:
+                 max_result_bytes: int = MAX_RESULT_BODY_BYTES,
+                 check: CallerCheck | None = None) -> None:
         self.app = app
+        self.check = check
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.max_result_bytes = max_result_bytes
@@ -45,6 +49,15 @@ class BodyLimits:
         if scope.get("method") == "POST" and RESULT_PATH.match(scope.get("path", "")):
             return max(self.max_bytes, self.max_result_bytes)
         return self.max_bytes
+
+    async def _refuse(self, scope, send, status: int, code: str, message: str) -> None:
+        """Answer ``code`` — or the caller's 401 when it is not authenticated."""
+        if self.check is not None:
+            refused = await self.check(scope.get("path", ""), header(scope, b"authorization"))
+            if refused is not None:
+                status, code, message = refused.status, refused.code, refused.message
+        log.info("refused %s %s: %s", scope["method"], printable(scope.get("path", "")), code)
+        await _send_error(send, status, code, message)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -56,12 +69,12 @@ class BodyLimits:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await _send_error(send, 400, "malformed-request", "invalid Content-Length")
+                    await self._refuse(scope, send, 400, "malformed-request",
+                                       "invalid Content-Length")
                     return
                 if declared > limit:
-                    log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
-                    await _send_error(send, 413, "body-too-large",
-                                      f"request bodies are limited to {limit} bytes")
+                    await self._refuse(scope, send, 413, "body-too-large",
+                                       f"request bodies are limited to {limit} bytes")
                     return
         chunks: list[bytes] = []
         size = 0
@@ -73,17 +86,15 @@ class BodyLimits:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                log.info("refused %s %s: body-too-large", scope["method"], scope["path"])
-                await _send_error(send, 413, "body-too-large",
-                                  f"request bodies are limited to {limit} bytes")
+                await self._refuse(scope, send, 413, "body-too-large",
+                                   f"request bodies are limited to {limit} bytes")
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         if body and not json_depth_ok(body, self.max_depth):
-            log.info("refused %s %s: body-too-deep", scope["method"], scope["path"])
-            await _send_error(send, 422, "body-too-deep",
-                              f"JSON bodies may nest at most {self.max_depth} levels")
+            await self._refuse(scope, send, 422, "body-too-deep",
+                               f"JSON bodies may nest at most {self.max_depth} levels")
             return
         replayed = False
 

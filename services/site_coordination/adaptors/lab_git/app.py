@@ -7,7 +7,8 @@
   own repository. The operator (username ``operator``) may do everything.
 - ``PUT /git-admin/repositories/<repo>``: the operator creates a bare repository.
 
-Refusals: 401 (unknown, expired, revoked or missing credential), 403 (another
+Refusals: 401 (unknown, expired, revoked or missing credential, or a grant whose
+Attempt has ended), 403 (another
 repository, or push with a stage-in grant), 404 (no such repository or route).
 They are logged with the username and reason, never the token.
 """
@@ -25,9 +26,10 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from site_coordination.adaptors.edge.caller import printable
 from site_coordination.adaptors.lab_git.http_backend import BodyTooLarge, run_http_backend
 from site_coordination.adaptors.lab_git.repositories import create_repository
-from site_coordination.adaptors.lab_git.tokens import Access, check_token
+from site_coordination.adaptors.lab_git.tokens import Access, TokenRefused, check_token
 
 log = logging.getLogger("site_coordination.lab_git")
 
@@ -79,19 +81,23 @@ class LabGitApp:
         self.settings = settings
         self.sessions = sessions
 
-    async def _access(self, scope) -> Access | None:
+    async def _access(self, scope) -> tuple[Access | None, str]:
+        """The credential's access, or None and why (a code safe to log)."""
         credential = _basic(scope)
         if credential is None:
-            return None
+            return None, "credential-refused"
         user, password = credential
         if user == OPERATOR:
             if self.settings.operator_token and hmac.compare_digest(
                 password.encode(), self.settings.operator_token.encode()
             ):
-                return Access(username=OPERATOR, repository_path=None, write=True)
-            return None
-        async with self.sessions() as session:
-            return await check_token(session, user, password)
+                return Access(username=OPERATOR, repository_path=None, write=True), ""
+            return None, "credential-refused"
+        try:
+            async with self.sessions() as session:
+                return await check_token(session, user, password), ""
+        except TokenRefused as exc:
+            return None, exc.reason
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -103,15 +109,19 @@ class LabGitApp:
         if not admin and not git:
             await _respond(send, 404, "not-found")
             return
-        access = await self._access(scope)
+        access, reason = await self._access(scope)
         if access is None:
             # git asks without credentials first and sends them after the 401 challenge:
             # only a refused credential is worth an operator's attention.
             presented = any(k.lower() == b"authorization" for k, _ in scope.get("headers", []))
             log.log(logging.INFO if presented else logging.DEBUG,
-                    "lab git refused %s %s: credential-refused%s", method, path,
+                    "lab git refused %s %s: %s%s", method, printable(path), reason,
                     "" if presented else " (no credential yet; git retries with one)")
-            await _respond(send, 401, "credential-refused", challenge=True)
+            # Finer codes (revoked, expired, attempt-ended) come only after the token's
+            # hash matched: only its holder learns them.
+            await _respond(send, 401, reason if reason.startswith(("token-", "attempt-"))
+                           and reason != "token-unknown" else "credential-refused",
+                           challenge=True)
             return
         if admin:
             await self._admin(access, method, admin.group("repo"), send)

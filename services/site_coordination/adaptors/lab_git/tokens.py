@@ -3,6 +3,8 @@ lab adapter that issues and revokes them (seed 001, Repository grants).
 
 A stage-in grant may fetch; a stage-out grant may fetch and push; each names one
 repository path (``demo.git`` or ``group/demo.git``). Tokens are stored as SHA-256.
+A token is refused once its grant's Attempt has ended — a result that ends the
+Attempt, or its Run's ``RunCompleted`` — even before the grant is revoked.
 """
 
 from __future__ import annotations
@@ -13,20 +15,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from metallo.persistence.prebuilt import set_clause
-from site_coordination.adaptors.tables import lab_git_tokens
+from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.adaptors.tables import ended_runs, lab_git_tokens, repository_grants
 from site_coordination.application.ports import IssuedCredential
 from site_coordination.domain.errors import Conflict
 from site_coordination.domain.grants import is_repository_token, new_repository_token, secret_hash
 
 GIT_PREFIX = "/git/"
 # Built once (ADR 0013): every lab Git request checks a token.
-_TOKEN = select(lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live")).where(
-    lab_git_tokens.c.username == bindparam("w_username")
-)
+# The token, whether it is live, and its repository grant's Attempt and Run end.
+_TOKEN = select(
+    lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live"),
+    repository_grants.c.attempt_id,
+    exists().where(ended_runs.c.run_id == repository_grants.c.run_id).label("run_ended"),
+).select_from(lab_git_tokens.outerjoin(
+    repository_grants, repository_grants.c.grant_id == lab_git_tokens.c.username,
+)).where(lab_git_tokens.c.username == bindparam("w_username"))
 _ISSUE = lab_git_tokens.insert().values(**set_clause(
     lab_git_tokens, ("username", "token_sha256", "repository_path", "access", "expires_at")))
 _REVOKE = update(lab_git_tokens).where(
@@ -84,14 +92,35 @@ class Access:
     write: bool
 
 
-async def check_token(session: AsyncSession, username: str, token: str) -> Access | None:
-    """The token's access when it is known, unexpired (PostgreSQL's clock) and unrevoked."""
+class TokenRefused(Exception):
+    """The token may not be used; ``reason`` is a stable code, safe to log."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def check_token(session: AsyncSession, username: str, token: str) -> Access:
+    """The token's access when it is known, unexpired (PostgreSQL's clock), unrevoked
+    and its grant's Attempt has not ended.
+
+    Raises :class:`TokenRefused` ``token-unknown`` / ``-revoked`` / ``-expired`` /
+    ``attempt-ended``.
+    """
     if not is_repository_token(token):
-        return None
+        raise TokenRefused("token-unknown")
     row = (await session.execute(_TOKEN, {"w_username": username})).first()
-    if row is None or row.revoked_at is not None or not row.live:
-        return None
-    if not hmac.compare_digest(row.token_sha256, secret_hash(token)):
-        return None
+    if row is None or not hmac.compare_digest(row.token_sha256, secret_hash(token)):
+        raise TokenRefused("token-unknown")
+    if row.revoked_at is not None:
+        raise TokenRefused("token-revoked")
+    if not row.live:
+        raise TokenRefused("token-expired")
+    if row.run_ended:
+        raise TokenRefused("attempt-ended")
+    if row.attempt_id is not None:
+        found = await PostgresSiteStore(session).attempt(row.attempt_id)
+        if found is not None and found[1].completed:
+            raise TokenRefused("attempt-ended")
     return Access(username=username, repository_path=row.repository_path,
                   write=row.access == "write")

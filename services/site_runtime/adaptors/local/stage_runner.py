@@ -178,7 +178,7 @@ class Runner:
         """Fetch the repository and check out the pinned commit on the Run's branch.
 
         Returns the stage outcome: ``{"exit_code": 0}`` or an ``exit_code`` with code
-        ``stage-in-failed`` or ``repository-commit-missing`` (seed 004, Pinned Run inputs).
+        ``stage-in-failed`` or ``repository-commit-missing`` (a Run's inputs are pinned to one commit).
         """
         repo = Path(self.spec["repo_dir"])
         info = self.spec["repository"]
