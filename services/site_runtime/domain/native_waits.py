@@ -45,9 +45,7 @@ NATIVE_WAIT_CODES = frozenset(
 #: code -> its fixed member-facing text (one text per code, kept in the shared
 #: library so Execution Core and the CLI show the same words; a code without one
 #: fails here, at import).
-NATIVE_WAITS = MappingProxyType(
-    {code: NATIVE_WAIT_TEXTS[code] for code in sorted(NATIVE_WAIT_CODES)}
-)
+NATIVE_WAITS = MappingProxyType({code: NATIVE_WAIT_TEXTS[code] for code in sorted(NATIVE_WAIT_CODES)})
 
 # Exact Slurm reasons (job_reason strings of Slurm 22.05, slurm/src/common/slurm_protocol_defs.c).
 _SLURM_EXACT = MappingProxyType(
