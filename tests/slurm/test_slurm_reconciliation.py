@@ -5,13 +5,17 @@ some tests set the lab's node DOWN or hold jobs, and restore it before they end.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from site_runtime.application.ports import Deferred
 from tests.slurm.lab import (
+    LAB,
     Driver,
     make_executor,
     make_repository,
@@ -24,6 +28,7 @@ from tests.slurm.test_slurm_executor import _Permits
 pytestmark = pytest.mark.slurm
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODE = "vm"
 
 
@@ -261,3 +266,55 @@ async def test_a_pending_job_reports_its_wait_and_a_held_job_released_by_hand_go
         assert final.observation["native_wait"] is None
     finally:
         sh("scancel", blocker, check=False)
+
+
+def stop_slurmdbd() -> None:
+    """Stop the lab's slurmdbd (SIGTERM to the pid scripts/slurm-lab recorded)."""
+    pid = int((LAB / "run" / "slurmdbd.pid").read_text().strip())
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+
+
+async def test_slurmdbd_stopped_while_a_job_leaves_slurmctld_then_started_again(executor):
+    url, commit, _ = make_repository()
+    drv = Driver()
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    started = await executor.start(drv.command("start"))
+    stage_in = started.native_jobs[0]["job_id"]
+    try:
+        stop_slurmdbd()
+        end = time.monotonic() + 150
+        while show_job(stage_in) and time.monotonic() < end:
+            await asyncio.sleep(1)
+        assert not show_job(stage_in), "stage-in never left slurmctld"
+        executor.rest.forget_list()
+        blind = (await executor.observe(drv.command("observe"))).observation
+        # Gone from the queue, accounting unreachable: nothing is concluded.
+        assert (blind["phase"], blind["confidence"]) == ("queued", "uncertain"), blind
+        facts = executor.journal.stages(drv.attempt_id)["stage-in"].native
+        assert not facts["terminal"] and facts["lost_deadline"] > time.time()
+    finally:
+        sh(str(Path(ROOT) / "scripts" / "slurm-lab"), "up")
+    final = await observe_until(executor, drv, TERMINAL, timeout=150)
+    assert final.observation["phase"] == "succeeded", final.observation
+    facts = executor.journal.stages(drv.attempt_id)["stage-in"].native
+    assert (facts["state"], facts["source"]) == ("COMPLETED", "slurmdbd")
+
+
+async def test_cancellation_racing_completion_ends_one_way_only(executor):
+    url, commit, _ = make_repository()
+    drv = Driver()
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    await executor.start(drv.command("start"))
+    await observe_until(executor, drv, {"running", "succeeded"})
+    cancelled = await executor.cancel(drv.command("cancel", {"reason": "test"}))
+    assert cancelled.message in ("accepted", "already-terminal")
+    final = await observe_until(executor, drv, TERMINAL)
+    phase = final.observation["phase"]
+    assert phase in ("succeeded", "cancelled"), final.observation
+    if cancelled.message == "already-terminal":
+        assert phase == "succeeded"
+    again = await observe_until(executor, drv, TERMINAL)
+    assert again.observation == final.observation  # terminal evidence never changes
