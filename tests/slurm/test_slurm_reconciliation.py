@@ -318,3 +318,19 @@ async def test_cancellation_racing_completion_ends_one_way_only(executor):
         assert phase == "succeeded"
     again = await observe_until(executor, drv, TERMINAL)
     assert again.observation == final.observation  # terminal evidence never changes
+
+
+async def test_a_compute_job_past_its_wall_time_fails_wall_time_exceeded(executor):
+    url, commit, _ = make_repository()
+    drv = Driver()
+    spec = payload(url, commit, ["sleep", "600"], wallTimeSeconds=60)
+    await executor.prepare(drv.command("prepare", spec))
+    await executor.start(drv.command("start"))
+    final = await observe_until(executor, drv, TERMINAL, timeout=240)
+    failure = final.observation["failure"]
+    assert final.observation["phase"] == "failed", final.observation
+    assert (failure["stage"], failure["scheduler_state"], failure["code"]) == (
+        "compute",
+        "TIMEOUT",
+        "wall-time-exceeded",
+    )

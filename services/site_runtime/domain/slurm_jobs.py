@@ -101,6 +101,18 @@ class NativeJob:
         return has_started(self.state)
 
 
+class JobList(list[NativeJob]):
+    """slurmctld's job list, indexed once by job id and by name: every Attempt of an
+    observe cycle looks its jobs up in the same list, so a look-up must not scan it."""
+
+    def __init__(self, jobs: list[NativeJob]) -> None:
+        super().__init__(jobs)
+        self.by_id = {job.job_id: job for job in self}
+        self.by_name: dict[str, list[NativeJob]] = {}
+        for job in self:
+            self.by_name.setdefault(job.name, []).append(job)
+
+
 @dataclass(frozen=True)
 class StagingSettings:
     """Resources of both Git/LFS staging jobs, saved at preparation (docs/slurm-lab.md, Settings)."""

@@ -77,3 +77,18 @@ def test_a_pending_attempt_condition_is_bounded(since, now, expired):
 def test_the_confidence_after_a_bounded_wait():
     assert pending_confidence("slurm-observation-unavailable") == "uncertain"
     assert pending_confidence("identity-provider-unavailable") == "stale"
+
+
+def test_the_job_list_is_indexed_by_id_and_name():
+    from site_runtime.domain.slurm_jobs import JobList
+
+    base = {"job_state": "PENDING", "name": "n"}
+    jobs = JobList(
+        [
+            parse_job({**base, "job_id": 1}, "slurmctld"),
+            parse_job({**base, "job_id": 2}, "slurmctld"),
+            parse_job({**base, "job_id": 3, "name": "m"}, "slurmctld"),
+        ]
+    )
+    assert len(jobs) == 3 and jobs.by_id["2"].job_id == "2"
+    assert [j.job_id for j in jobs.by_name["n"]] == ["1", "2"] and "x" not in jobs.by_name

@@ -52,7 +52,7 @@ from site_runtime.domain.slurm_chain import (
     observed_phase,
     terminal_observation,
 )
-from site_runtime.domain.slurm_jobs import NativeJob
+from site_runtime.domain.slurm_jobs import JobList
 from site_runtime.domain.slurm_reconcile import Deadlines, worst
 from site_runtime.domain.slurm_settling import held_duplicates
 from site_runtime.domain.slurm_stages import STAGES, STAGING_STAGES
@@ -213,7 +213,7 @@ class ChainProgress:
         self,
         att: AttemptRow,
         stages: dict[str, StageRow],
-        jobs: list[NativeJob],
+        jobs: JobList,
         credential: MemberCredential,
     ) -> None:
         """Cancel held jobs that carry a stage's identity but are not its saved job."""
@@ -221,7 +221,9 @@ class ChainProgress:
         for row in stages.values():
             if row.state not in ("held", "submitted"):
                 continue
-            for job_id in held_duplicates(identity(att, row.stage), jobs, row.job_id):
+            wanted = identity(att, row.stage)
+            named = jobs.by_name.get(wanted.name, [])
+            for job_id in held_duplicates(wanted, named, row.job_id):
                 log.warning(
                     "attempt %s %s: cancelling held duplicate job %s",
                     att.attempt_id,

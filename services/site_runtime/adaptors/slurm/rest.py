@@ -38,7 +38,7 @@ from site_runtime.adaptors.slurm.responses import (
     parse_jobs,
     submitted_job_id,
 )
-from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob
+from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob
 
 API = "v0.0.38"
 DB_API = "v0.0.38"  # served under /slurmdb/ by the openapi/dbv0.0.38 plugin
@@ -130,7 +130,7 @@ class SlurmRest:
     list_cache_seconds: float = 2.0
     clock: Callable[[], float] = time.monotonic
     _client: httpx.AsyncClient | None = None
-    _list_cache: tuple[float, list[NativeJob]] | None = None
+    _list_cache: tuple[float, JobList] | None = None
     _list_lock: asyncio.Lock | None = None
     list_requests: int = 0
 
@@ -224,7 +224,7 @@ class SlurmRest:
             raise SlurmRefused(definite[0])
         raise SlurmUncertain(f"the submission answered HTTP {response.status_code}")
 
-    async def list_jobs(self, *, credential: MemberCredential, user: str) -> list[NativeJob]:
+    async def list_jobs(self, *, credential: MemberCredential, user: str) -> JobList:
         """All jobs slurmctld knows, from one request shared for ``list_cache_seconds``."""
         if self._list_lock is None:
             self._list_lock = asyncio.Lock()
@@ -239,7 +239,7 @@ class SlurmRest:
             body = await self._get(f"/slurm/{API}/jobs", headers)
             self.list_requests += 1
             try:
-                jobs = parse_jobs(body, "slurmctld")
+                jobs = JobList(parse_jobs(body, "slurmctld"))
             except ResponseShapeError:
                 raise SlurmUncertain("the job list has an unknown shape") from None
             self._list_cache = (self.clock(), jobs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm.rest import SlurmRest, SlurmUncertain, SlurmUnreachable
-from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob
+from site_runtime.domain.slurm_jobs import JobList, NativeIdentity
 from site_runtime.domain.slurm_reconcile import (
     ABSENT,
     UNASKED,
@@ -24,9 +24,7 @@ from site_runtime.domain.slurm_reconcile import (
 )
 
 
-async def queue_jobs(
-    rest: SlurmRest, *, credential: MemberCredential, user: str
-) -> list[NativeJob] | None:
+async def queue_jobs(rest: SlurmRest, *, credential: MemberCredential, user: str) -> JobList | None:
     """slurmctld's job list; None when it could not be read (SlurmUnreachable passes)."""
     try:
         return await rest.list_jobs(credential=credential, user=user)
@@ -34,14 +32,12 @@ async def queue_jobs(
         return None
 
 
-def in_queue(jobs: list[NativeJob] | None, job_id: str) -> Sighting:
+def in_queue(jobs: JobList | None, job_id: str) -> Sighting:
     """The queue's sighting of ``job_id`` in a read list (``unavailable`` for None)."""
     if jobs is None:
         return UNASKED
-    for job in jobs:
-        if job.job_id == job_id:
-            return Sighting.of(job)
-    return Sighting(ABSENT)
+    job = jobs.by_id.get(job_id)
+    return Sighting.of(job) if job is not None else Sighting(ABSENT)
 
 
 async def in_accounting(
@@ -59,7 +55,7 @@ async def reconcile_job(
     *,
     job_id: str,
     saved: dict | None,
-    jobs: list[NativeJob] | None,
+    jobs: JobList | None,
     identity: NativeIdentity,
     credential: MemberCredential,
     user: str,
