@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from site_runtime.adaptors.slurm.responses import parse_jobs
 from site_runtime.domain.slurm_chain import contradiction_verdict, decide_outcome
-from site_runtime.domain.slurm_jobs import NativeJob, stage_identity
+from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob, stage_identity
 from site_runtime.domain.slurm_reconcile import (
     ABSENT,
     EVIDENCE_LOST,
@@ -278,3 +281,25 @@ def test_worst_confidence():
     assert worst([]) is None
     assert worst([None, "stale"]) == "stale"
     assert worst(["stale", "uncertain", None]) == "uncertain"
+
+
+# Recorded from the lab (slurmrestd 22.05.8): a job submitted with --requeue, requeued
+# by ``scontrol requeue`` while it ran, then cancelled while pending again.
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def recorded(name: str, source: str) -> list[NativeJob]:
+    return parse_jobs(json.loads((FIXTURES / name).read_text()), source)
+
+
+def test_recorded_requeue_shapes_are_read_as_transitionable():
+    (queued,) = recorded("v0.0.38_job_pending_after_requeue.json", "slurmctld")
+    assert (queued.state, queued.requeue, queued.terminal) == ("PENDING", True, False)
+    first_run = recorded("dbv0.0.38_job_requeued_then_cancelled.json", "slurmdbd")[0]
+    assert (first_run.state, first_run.terminal) == ("REQUEUED", False)
+    identity = NativeIdentity(first_run.name, first_run.comment, first_run.account, first_run.user)
+    # Gone from the queue with only the requeued run in accounting: not an end.
+    got = reconcile(RUNNING, GONE, Sighting.of(first_run), identity, T0, D)
+    assert (got.facts["terminal"], got.facts["lost_deadline"]) == (False, T0 + 600)
+    in_queue = reconcile(RUNNING, Sighting.of(queued), UNASKED, identity, T0, D)
+    assert (in_queue.facts["state"], in_queue.facts["terminal"]) == ("PENDING", False)
