@@ -20,6 +20,7 @@ import uuid
 import pytest
 
 from site_runtime.application.ports import Deferred
+from site_runtime.domain.slurm_capacity import NodeRecord, PartitionRecord
 from tests.slurm.lab import (
     WORKSPACES,
     Driver,
@@ -327,6 +328,15 @@ async def test_a_refused_connection_sends_the_stage_back_to_prepared(
         url, commit, _ = make_repository()
         drv = Driver()
         await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+        # The partition's capacity is read first: nothing is issued or submitted.
+        with pytest.raises(Deferred) as deferred:
+            await executor.start(drv.command("start"))
+        assert deferred.value.code == "slurm-unavailable" and grants.issued == []
+        # With the capacity known (cached), the submission itself meets the refusal.
+        executor.capacity._cache["compute"] = (
+            time.monotonic(),
+            PartitionRecord("compute", (NodeRecord("vm", 8, 16384),)),
+        )
         with pytest.raises(Deferred) as deferred:
             await executor.start(drv.command("start"))
         assert deferred.value.code == "slurm-unavailable"
