@@ -1,5 +1,4 @@
-"""Benchmark: N trivial Runs launched through the client contract until completed
-(issue 8, item 6).
+"""Benchmark: N trivial Runs launched through the client contract until completed.
 
 Needs the dev stack with the local executor (``metallo dev up --executor local``).
 It publishes a repository whose one action runs ``true``, prepares it once
@@ -73,7 +72,9 @@ machine's ``busy_fraction`` also near 1, the stream's commands are mostly waitin
 for a core (ADR 0017): less CPU per Run shortens them; with the machine idle, the
 stream itself is the bound.
 Usage: .venv/bin/python -m benchmarks.launch [--runs 100] [--concurrency 16] [--rate R]
-       [--timeout 600] [--settle-seconds 11]
+       [--timeout 600] [--settle-seconds 11] [--smoke]
+(``--smoke``: a few Runs without the settle pauses, to check the benchmark still
+works; tests/e2e runs it.)
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ from metallo.messaging import RequestClient, Topology
 from metallo.messaging.topology import event_routing_key
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 
+#: Runs in ``--smoke`` mode (the e2e suite's check that the benchmark still runs).
+SMOKE_RUNS = 3
 TARGET_RUNS_PER_SECOND = 20.0
 TARGET_P50_SECONDS = 1.0
 WHO = Actor(member="m-alice", project="demo")
@@ -385,7 +388,13 @@ def main() -> int:
                         help="pause before each PostgreSQL transaction count, outside the "
                              "measured window (PostgreSQL publishes counts up to 10 s late; "
                              "0: faster, the counts approximate)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"a short check that the benchmark still works: {SMOKE_RUNS} Runs, "
+                             "no settle pauses (the figures are not a measurement)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.concurrency, args.settle_seconds = SMOKE_RUNS, 2, 0.0
+        args.timeout = min(args.timeout, 180.0)
     if args.rate and args.runs / args.rate >= args.timeout:
         parser.error(f"--runs {args.runs} at --rate {args.rate:g} take {args.runs / args.rate:g} s "
                      f"to launch, not less than --timeout {args.timeout:g}: raise --timeout")

@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 
 from metallo.common.v1 import common_pb2
-from metallo.messaging import Outbox, Topology
+from metallo.messaging import Topology
 from metallo.persistence.engine import (
     create_engine,
     database_url,
@@ -48,7 +48,6 @@ from metallo.persistence.engine import (
 )
 from metallo.persistence.migrations import migrate
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
-from site_coordination.adaptors.outbox_events import OutboxEvents
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.application.grants import create_command_grant
 from site_coordination.application.streams import append_command
@@ -78,12 +77,11 @@ def serve(url: str, port: int, certs: Path, issuer_dir: Path) -> None:
 
 async def _append(engine, streams: list[str], per_stream: int) -> None:
     sessions = session_factory(engine)
-    outbox = Outbox(Topology())
     for site in streams:
         async with sessions.begin() as session:
-            store, events = PostgresSiteStore(session), OutboxEvents(outbox, session)
+            store = PostgresSiteStore(session)
             for _ in range(per_stream):
-                await append_command(store, events, sc_pb2.AppendSiteCommand(
+                await append_command(store, sc_pb2.AppendSiteCommand(
                     metadata=common_pb2.CommandMetadata(command_id=uuid.uuid4().hex),
                     site_id=site, environment="slurm", kind="observe", run_id="run-b",
                     attempt_id=f"att-{site}", attempt_number=1, payload_json="{}"))
@@ -155,7 +153,7 @@ async def measure(base: str, ca_file: Path, secrets: list[str], total: int) -> d
 
 
 async def main(total: int) -> None:
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
+    from metallo.dev_certificates import make_dev_certificates
 
     url = database_url("site_coordination", f"bench_site_edge_{uuid.uuid4().hex[:8]}")
     await migrate(url, MIGRATIONS)

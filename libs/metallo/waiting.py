@@ -40,6 +40,7 @@ CORE_WAIT_TEXTS = MappingProxyType(
 PLANNING_WAIT_TEXTS = MappingProxyType(
     {
         "site-not-ready": "no eligible Site is ready, retrying",
+        "site-draining": "every eligible Site is draining, waiting for an operator to resume one",
         "concurrent-run-limit": "the concurrent-Run limit is reached, waiting for a slot",
         "workload-portfolio-unavailable": "Workload Portfolio does not answer, retrying",
         "governance-unavailable": "the Project authority does not answer, retrying",

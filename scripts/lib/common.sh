@@ -64,3 +64,21 @@ ensure_services() {
     wait_port 127.0.0.1 5672 60 || die "RabbitMQ is not answering on 127.0.0.1:5672. Start it (as root: rabbitmq-server -detached; with Docker: docker compose up -d rabbitmq) and run this again."
   fi
 }
+
+# Debian's Go toolchain and packages for the Go contract check (contracts/go/build):
+# as root install what is missing; otherwise its tests fail saying what to install.
+GO_PACKAGES=(golang-go protoc-gen-go golang-google-protobuf-dev golang-github-rabbitmq-amqp091-go-dev protobuf-compiler)
+ensure_go_toolchain() {
+  local missing=() p
+  for p in "${GO_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ]; then
+    log "installing the Go contract check's toolchain (Debian packages: ${missing[*]})"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || die "apt-get install ${missing[*]} failed"
+  else
+    log "warning: ${missing[*]} not installed; the Go contract tests will fail (as root: apt-get install ${missing[*]})"
+  fi
+}

@@ -23,11 +23,15 @@ import signal
 from pathlib import Path
 
 from execution_core.adaptors.governance_authority import GovernanceAuthority
+from execution_core.adaptors.metrics import run_metrics
 from execution_core.adaptors.service import ExecutionCore
 from execution_core.application.settings import Settings
 from metallo.governance import GovernanceFile
 from metallo.log_setup import configure_logging
 from metallo.messaging import Topology
+from metallo.operations.metrics import outbox_collector
+from metallo.operations.readiness import service_readiness
+from metallo.operations.server import OpsServer
 from metallo.persistence.engine import create_engine, database_url
 from metallo.persistence.migrations import migrate
 
@@ -49,16 +53,21 @@ async def main() -> None:
         ),
         settings=Settings.from_env(),
     )
+    ops = OpsServer("execution_core", service_readiness(engine, MIGRATIONS, lambda: [
+        *service.server.queue_consumers, *service.consumer.queue_consumers]),
+        collectors=[outbox_collector("execution_core", engine), run_metrics(engine)])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    await ops.start()
     await service.start()
     logging.getLogger("execution_core").info("Execution Core started")
     try:
         await stop.wait()
     finally:
         await service.stop()
+        await ops.stop()
         await engine.dispose()
 
 

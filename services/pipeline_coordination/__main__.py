@@ -38,6 +38,9 @@ async def serve() -> None:
     """Migrate, start every part, wait for a stop signal, stop."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import Topology
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine, database_url
     from metallo.persistence.migrations import migrate
     from metallo.repository_policy import RepositoryPolicy
@@ -58,16 +61,21 @@ async def serve() -> None:
         settings=Settings.from_env(),
         repository_policy=RepositoryPolicy.from_environment(),
     )
+    ops = OpsServer("pipeline_coordination", service_readiness(engine, MIGRATIONS, lambda: [
+        *service.server.queue_consumers, *service.consumer.queue_consumers]),
+        collectors=[outbox_collector("pipeline_coordination", engine)])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    await ops.start()
     await service.start()
     logging.getLogger("pipeline_coordination").info("Pipeline Coordination started")
     try:
         await stop.wait()
     finally:
         await service.stop()
+        await ops.stop()
         await engine.dispose()
 
 

@@ -55,7 +55,7 @@ def openapi_command(output: Path = typer.Option(None, help="write here instead o
 @cli.command("dev-cert")
 def dev_cert(directory: Path) -> None:
     """Write a development CA (ca.pem) and server certificate/key for 127.0.0.1/localhost."""
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
+    from metallo.dev_certificates import make_dev_certificates
 
     paths = make_dev_certificates(directory)
     typer.echo(f"CA certificate: {paths.ca_cert}\nserver certificate: {paths.server_cert}\n"
@@ -159,6 +159,10 @@ async def serve_forever() -> None:
     """Migrations, then the command consumer, the outbox relay and the edge until a signal."""
     from metallo.identity.issuer import LabIssuer
     from metallo.messaging import OutboxRelay, Topology
+    from metallo.operations.asgi_metrics import RequestMetrics
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from site_coordination.adaptors.command_handlers import build_command_server
@@ -166,6 +170,7 @@ async def serve_forever() -> None:
     from site_coordination.adaptors.event_handlers import build_event_consumer
     from site_coordination.adaptors.governance_authority import GovernanceAuthority
     from site_coordination.adaptors.lab_git.app import LabGitSettings
+    from site_coordination.adaptors.metrics import site_metrics
     from site_coordination.adaptors.settings import Settings
     from site_coordination.adaptors.wiring import build_edge, edge_engine
 
@@ -180,15 +185,21 @@ async def serve_forever() -> None:
                  if settings.lab_git_operator_token_file else "")
         settings.lab_git_root.mkdir(parents=True, exist_ok=True)
         lab_git = LabGitSettings(root=settings.lab_git_root, operator_token=token)
+    authority = GovernanceAuthority(settings.governance_file)
     app = build_edge(edge_db, settings.database_url, topology,
-                     authority=GovernanceAuthority(settings.governance_file),
+                     authority=authority,
                      issuer=LabIssuer.from_environment(settings.issuer_dir),
                      deferrals_file=settings.deferrals_file, settings=settings.edge,
                      lab_git=lab_git, draining=lambda: server.should_exit)
-    server, sock = build_server(app, settings.serve)
-    commands = build_command_server(engine, settings.amqp_url, topology)
+    server, sock = build_server(RequestMetrics(app), settings.serve)
+    commands = build_command_server(engine, settings.amqp_url, topology, authority)
     events = build_event_consumer(engine, settings.amqp_url, topology)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="site_coordination")
+    ops = OpsServer("site_coordination",
+                    service_readiness(engine, MIGRATIONS, lambda: commands.queue_consumers),
+                    collectors=[outbox_collector("site_coordination", engine),
+                                site_metrics(engine)])
+    await ops.start()
     await relay.start()
     await commands.start()
     await events.start()
@@ -201,6 +212,7 @@ async def serve_forever() -> None:
         await events.stop()
         await commands.stop()
         await relay.stop()
+        await ops.stop()
         await edge_db.dispose()
         await engine.dispose()
 

@@ -1,7 +1,7 @@
 """Run one Site Runtime worker (docs/site-runtime.md, Running it).
 
     python -m site_runtime --edge https://127.0.0.1:8443 --ca FILE --grant-file FILE \\
-        --executor local|slurm --state-dir DIR
+        --executor local|slurm|kubernetes --state-dir DIR
 
 Every option has an environment equivalent:
 ``SITE_API_URL``, ``SITE_API_CA_FILE``, ``SITE_API_CREDENTIAL_FILE`` (or the grant
@@ -9,10 +9,14 @@ itself in ``SITE_API_CREDENTIAL``), ``RUNTIME_EXECUTOR``, ``RUNTIME_STATE_DIRECT
 ``RUNTIME_WORKSPACE_ROOT``. Local executor settings: ``RUNTIME_LOCAL_MAX_WALL_SECONDS``,
 ``RUNTIME_LOCAL_GRACE_SECONDS``, ``RUNTIME_LOCAL_STAGING_SECONDS``,
 ``RUNTIME_LOCAL_MAX_ACTIVE``, ``RUNTIME_LOCAL_RELEASE_SECONDS``, ``REPOSITORY_CA_FILE``.
+``METALLO_OPS_ADDRESS``: ``/healthz``, ``/readyz`` and ``/metrics`` (default
+``127.0.0.1:0``; docs/operators.md, Probes and metrics).
 
 Each executor comes from its package's factory (``adaptors/local/factory.py``,
 ``adaptors/slurm/factory.py``); the slurm package is imported only with
-``--executor slurm`` and reads its own ``SLURM_*`` settings. SIGTERM/SIGINT
+``--executor slurm`` and reads its own ``SLURM_*`` settings; the kubernetes package
+(``adaptors/kubernetes/factory.py``, lightkube) only with ``--executor kubernetes``
+and reads ``KUBERNETES_*`` (``--kubeconfig`` overrides ``KUBERNETES_KUBECONFIG``). SIGTERM/SIGINT
 stop the worker gracefully (the command in hand finishes; stage processes and
 Slurm jobs keep running and are re-adopted at the next start).
 """
@@ -29,8 +33,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from metallo.log_setup import configure_logging
+from metallo.operations.readiness import Readiness, started_check
+from metallo.operations.server import OpsServer
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.native_metrics import measure_native_requests
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.ports import Closing, Supervising
 from site_runtime.application.worker import Worker, WorkerSettings
@@ -53,7 +60,9 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         help="file holding the psb_ command grant (read on every request)",
     )
     p.add_argument(
-        "--executor", default=env.get("RUNTIME_EXECUTOR", "local"), choices=["local", "slurm"]
+        "--executor",
+        default=env.get("RUNTIME_EXECUTOR", "local"),
+        choices=["local", "slurm", "kubernetes"],
     )
     p.add_argument(
         "--state-dir",
@@ -65,6 +74,11 @@ def parse_args(argv: list[str], env: Mapping[str, str]) -> argparse.Namespace:
         default=env.get("RUNTIME_WORKSPACE_ROOT"),
         help="local executor: root of the private Attempt workspaces "
         "(default STATE_DIR/workspaces)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=env.get("KUBERNETES_KUBECONFIG"),
+        help="kubernetes executor: kubeconfig of the Runtime's own identity (or in-cluster)",
     )
     p.add_argument("--wait", type=float, default=20.0, help="long-poll wait in seconds (0..30)")
     p.add_argument("--log-level", default=env.get("RUNTIME_LOG_LEVEL", "INFO"))
@@ -100,6 +114,15 @@ def build_executor(args: argparse.Namespace, env: Mapping[str, str], edge: EdgeC
             )
         except local.SettingsError as error:
             raise SettingsError(str(error)) from None
+    if args.executor == "kubernetes":
+        from site_runtime.adaptors.kubernetes import factory as kubernetes
+
+        try:
+            return kubernetes.build_executor(
+                env=env, edge=edge, state_directory=state, kubeconfig=args.kubeconfig
+            )
+        except kubernetes.SettingsError as error:  # malformed KUBERNETES_* value: exit status 2
+            raise SettingsError(f"kubernetes executor: {error}") from None
     from site_runtime.adaptors.slurm import factory as slurm
 
     try:
@@ -125,18 +148,24 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except SettingsError:
         await edge.close()
         raise
+    measure_native_requests(edge, executor)
     journal = SqliteDeliveryJournal(state / "delivery.sqlite")
     worker = Worker(edge, journal, executor, WorkerSettings(wait_seconds=args.wait))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    started = asyncio.Event()
+    ops = OpsServer("site_runtime", Readiness({"worker": started_check(
+        started, "the worker has not started (supervision or journal recovery under way)")}))
+    await ops.start()
     if isinstance(executor, Supervising):
         await executor.start_supervision()
     log.info(
         "Site Runtime started: edge %s, executor %s, state %s", args.edge, args.executor, state
     )
     status = 0
+    started.set()
     try:
         await worker.run(stop)
     except JournalMismatch as error:
@@ -151,6 +180,7 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 await result
         await edge.close()
         journal.close()
+        await ops.stop()
     log.info("Site Runtime stopped")
     return status
 

@@ -26,6 +26,9 @@ async def serve() -> None:
     """Run the service until a termination signal."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import OutboxRelay, Topology
+    from metallo.operations.metrics import outbox_collector
+    from metallo.operations.readiness import service_readiness
+    from metallo.operations.server import OpsServer
     from metallo.persistence.engine import create_engine
     from metallo.persistence.migrations import migrate
     from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
@@ -47,10 +50,14 @@ async def serve() -> None:
                                                             settings.environment_policy),
                                     authority=authority)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="workload_portfolio")
+    ops = OpsServer("workload_portfolio",
+                    service_readiness(engine, MIGRATIONS, lambda: server.queue_consumers),
+                    collectors=[outbox_collector("workload_portfolio", engine)])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await ops.start()
     await relay.start()
     await server.start()
     log.info("workload_portfolio serving (governance file %s)", settings.governance_file)
@@ -59,6 +66,7 @@ async def serve() -> None:
     finally:
         await server.stop()
         await relay.stop()
+        await ops.stop()
         await engine.dispose()
 
 

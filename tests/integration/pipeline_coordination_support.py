@@ -158,7 +158,14 @@ class PortfolioDouble:
                 raise Rejected(self.refusals.pop(0), "refused by the test")
             commit, actions = self._read(cmd.repository_url, cmd.branch)
             return wp.PrepareBranchReply(
-                actions=[wp.PreparedAction(**self._prepare(name, spec, commit)) for name, spec in actions.items()],
+                actions=[
+                    wp.PreparedAction(
+                        **self._prepare(name, spec, commit),
+                        needs=list(spec.get("needs") or []),
+                        when=spec.get("when", ""),
+                    )
+                    for name, spec in actions.items()
+                ],
                 commit=commit,
             )
 
@@ -362,13 +369,26 @@ class Harness:
         self.coordinators.append(part)
         return part
 
-    async def start_pipeline(self, member: str = "m-alice", actions: tuple[str, ...] = (), command_id: str | None = None, branch: str = "main"):
+    async def start_pipeline(
+        self, member: str = "m-alice", actions: tuple[str, ...] = (), command_id: str | None = None,
+        branch: str = "main", max_active: int = 0,
+    ):
         return await self.client.request(
             pb.StartPipeline(
                 metadata=common_pb2.CommandMetadata(command_id=command_id or str(uuid.uuid4()), acting_member=member, project="demo"),
                 repository_url=self.repo.url,
                 branch=branch,
                 actions=list(actions),
+                max_active=max_active,
+            )
+        )
+
+    async def rerun_pipeline(self, pipeline_id: str, *, failed_only: bool, member: str = "m-alice", command_id: str | None = None):
+        return await self.client.request(
+            pb.RerunPipeline(
+                metadata=common_pb2.CommandMetadata(command_id=command_id or str(uuid.uuid4()), acting_member=member, project="demo"),
+                pipeline_id=pipeline_id,
+                failed_only=failed_only,
             )
         )
 

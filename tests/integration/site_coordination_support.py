@@ -18,13 +18,13 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from metallo.common.v1 import common_pb2
+from metallo.dev_certificates import make_dev_certificates
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.messaging import Topology
 from metallo.persistence.engine import session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.edge.app import EdgeSettings
 from site_coordination.adaptors.edge.server import ServeOptions, build_server
-from site_coordination.adaptors.edge.tls import make_dev_certificates
 from site_coordination.adaptors.governance_authority import GovernanceAuthority
 from site_coordination.adaptors.lab_git.app import LabGitSettings
 from site_coordination.adaptors.postgres_store import PostgresSiteStore

@@ -1,5 +1,6 @@
 """`metallo dev down` says how many Runs are still active before it stops the stack
-(a new user's Run failed when its stage-out found the lab Git server gone)."""
+(a Run's stage-out would find the lab Git server gone). It asks Execution Core
+(``CountActiveRuns``, as the dev stack's operator), never its database."""
 
 from __future__ import annotations
 
@@ -8,45 +9,57 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
+from execution_core.adaptors.governance_authority import GovernanceAuthority
+from execution_core.adaptors.service import ExecutionCore
+from metallo.devstack.components import Options
 from metallo.devstack.control import warn_active_runs
+from metallo.governance import GovernanceFile
 from metallo.persistence.engine import create_engine
-from tests.integration.execution_core_support import MIGRATIONS
+from tests.integration.execution_core_support import MIGRATIONS, governance_copy
 
 pytestmark = pytest.mark.integration
 
 
-async def _insert_runs(url: str, phases: list[str]) -> None:
-    engine = create_engine(url, pool_size=1)
+@pytest.fixture
+async def core(make_database, amqp_url, topology, tmp_path):
+    """Execution Core's request server on its own database; yields the engine."""
+    engine = create_engine(await make_database("execution_core", MIGRATIONS), pool_size=2)
+    service = ExecutionCore(engine=engine, amqp_url=amqp_url, topology=topology,
+                            authority=GovernanceAuthority(GovernanceFile(governance_copy(tmp_path))),
+                            parts=frozenset({"server"}))
+    await service.start()
     try:
-        async with engine.begin() as conn:
-            for n, phase in enumerate(phases):
-                await conn.execute(text(
-                    "INSERT INTO runs (run_id, project, workload_id, revision, initiating_member,"
-                    " launch_command_id, phase, next_wake_at)"
-                    " VALUES (:r, 'demo', 'w', 1, 'm', :c, :p, now() + interval '1 hour')"),
-                    {"r": f"r{n}", "c": f"c{n}", "p": phase})
+        yield engine
     finally:
+        await service.stop()
         await engine.dispose()
 
 
-async def test_active_runs_are_counted_and_said(make_database, monkeypatch):
-    url = await make_database("execution_core", MIGRATIONS)
-    monkeypatch.setenv("METALLO_EXECUTION_CORE_DATABASE_URL", url)
-    await _insert_runs(url, ["terminal", "running", "accepted", "terminal"])
+async def _insert_runs(engine, phases: list[str]) -> None:
+    async with engine.begin() as conn:
+        for n, phase in enumerate(phases):
+            await conn.execute(text(
+                "INSERT INTO runs (run_id, project, workload_id, revision, initiating_member,"
+                " launch_command_id, phase, next_wake_at)"
+                " VALUES (:r, 'demo', 'w', 1, 'm', :c, :p, now() + interval '1 hour')"),
+                {"r": f"r{n}", "c": f"c{n}", "p": phase})
+
+
+async def test_active_runs_are_counted_and_said(core, amqp_url, namespace):
+    await _insert_runs(core, ["terminal", "running", "accepted", "terminal"])
+    options = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace)
     said: list[str] = []
     # warn_active_runs runs its own event loop (the CLI is synchronous): a thread here.
-    assert await asyncio.to_thread(warn_active_runs, said.append) == 2
+    assert await asyncio.to_thread(warn_active_runs, options, said.append) == 2
     assert said and said[0].startswith("warning: 2 Run(s) still active")
 
 
-async def test_nothing_is_said_when_none_is_active_or_the_database_is_away(
-    make_database, monkeypatch
+async def test_nothing_is_said_when_none_is_active_or_execution_core_is_away(
+    core, amqp_url, namespace
 ):
-    url = await make_database("execution_core", MIGRATIONS)
-    monkeypatch.setenv("METALLO_EXECUTION_CORE_DATABASE_URL", url)
-    await _insert_runs(url, ["terminal"])
+    await _insert_runs(core, ["terminal"])
     said: list[str] = []
-    assert await asyncio.to_thread(warn_active_runs, said.append) == 0 and said == []
-    monkeypatch.setenv("METALLO_EXECUTION_CORE_DATABASE_URL",
-                       "postgresql+asyncpg://postgres@127.0.0.1:1/nothing")
-    assert await asyncio.to_thread(warn_active_runs, said.append) == 0 and said == []
+    options = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace)
+    assert await asyncio.to_thread(warn_active_runs, options, said.append) == 0 and said == []
+    away = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace + "away.")
+    assert await asyncio.to_thread(warn_active_runs, away, said.append) == 0 and said == []

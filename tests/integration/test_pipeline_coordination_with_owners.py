@@ -127,3 +127,31 @@ async def test_real_execution_core_accepts_the_step_launch_and_records_the_stop(
     finally:
         await core.stop()
         await ec_engine.dispose()
+
+
+async def test_the_real_workload_portfolio_hands_over_needs_and_when(h):
+    from tests.integration.test_pipeline_graphs import DIAMOND
+
+    h.repo.push({"actions.yaml": DIAMOND}, "a graph")
+    await h.coordinator().start()
+    pid = (await h.start_pipeline()).pipeline_id
+    p = await h.until_step(pid, 1, "launched")
+    assert [(s.action, s.needs, s.when) for s in p.steps] == [
+        ("a", (), "success"), ("b", (1,), "success"), ("c", (1,), "success"), ("d", (2, 3), "success"),
+        ("cleanup", (4,), "failure"),
+    ]
+    await h.runs.complete(h.runs.run_for(1, pid).run_id, "succeeded")
+    p = await h.until_step(pid, 3, "launched")
+    assert p.step(2).state == "launched"  # both branches pinned through the real PrepareAction
+
+
+async def test_the_real_workload_portfolio_refuses_a_cycle_with_its_line(h):
+    from tests.integration.test_pipeline_graphs import DIAMOND
+
+    cyclic = DIAMOND.replace("    command: [python, a.py]\n", "    command: [python, a.py]\n    needs: [d]\n")
+    h.repo.push({"actions.yaml": cyclic}, "a cycle")
+    await h.coordinator().start()
+    pid = (await h.start_pipeline()).pipeline_id
+    p = await h.until_state(pid, "failed")
+    assert p.reason_code == "actions-invalid" and not p.steps
+    assert "actions.yaml:" in p.message and "needs form a cycle" in p.message, p.message

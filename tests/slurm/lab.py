@@ -151,18 +151,21 @@ def make_executor(
 
 
 def make_repository(
-    files: dict[str, str] | None = None, lfs: dict[str, bytes] | None = None
+    files: dict[str, str] | None = None,
+    lfs: dict[str, bytes] | None = None,
+    root: Path = REPOS,
 ) -> tuple[str, str, Path]:
-    """A bare repository owned by alice with one commit; returns (file URL, commit, path).
+    """A bare repository owned by alice with one commit, under ``root``; returns
+    (file URL, commit, path).
 
     ``lfs`` files are committed under the LFS filter (``*.bin``), their objects pushed
     into the bare repository's LFS store.
     """
-    REPOS.mkdir(parents=True, exist_ok=True)
-    REPOS.chmod(0o755)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)
     name = uuid.uuid4().hex[:12]
-    bare = REPOS / f"{name}.git"
-    work = REPOS / f"{name}.work"
+    bare = root / f"{name}.git"
+    work = root / f"{name}.work"
     git = [
         "git",
         "-c",

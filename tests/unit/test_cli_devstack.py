@@ -147,3 +147,45 @@ def test_an_unknown_executor_is_named_even_while_the_stack_runs(monkeypatch):
     with pytest.raises(control.StackError) as refused:
         control.up("bogus", say=lambda text: None)
     assert "unknown executor 'bogus'" in str(refused.value) and refused.value.usage
+
+
+async def test_hooks_run_around_their_component_in_order(layout):
+    """The Runtime's grant is asked for once the components before it are ready and
+    revoked after it stopped, while the components before it still run."""
+    seen: list[tuple[str, dict]] = []
+
+    def running() -> dict:
+        return {n: c["state"] for n, c in state(layout)["components"].items()}
+
+    async def before() -> dict:
+        seen.append(("before", running()))
+        return {"grant_id": "cg-hooked"}
+
+    async def after() -> dict:
+        seen.append(("after", running()))
+        return {"grant_revoked": True}
+
+    supervisor = sup.Supervisor(layout, Options(executor="local"),
+                                [sleeper("first"), sleeper("second")], [], {}, echo=False,
+                                before_start={"second": before}, after_stop={"second": after})
+    task = asyncio.create_task(supervisor.run())
+    await until(lambda: layout.state_file.exists() and state(layout)["status"] == "ready")
+    assert state(layout)["grant_id"] == "cg-hooked"
+    supervisor.stopping.set()
+    assert await asyncio.wait_for(task, 30) == 0
+    assert seen == [("before", {"first": "ready", "second": "starting"}),
+                    ("after", {"first": "ready", "second": "stopped"})]
+    assert state(layout)["grant_revoked"] is True
+
+
+async def test_a_failing_hook_stops_the_start(layout):
+    async def refused() -> dict:
+        raise RuntimeError("permission-denied: m-operator lacks sites.grants")
+
+    supervisor = sup.Supervisor(layout, Options(executor="local"),
+                                [sleeper("first"), sleeper("second")], [], {}, echo=False,
+                                before_start={"second": refused})
+    assert await asyncio.wait_for(supervisor.run(), 30) == 1
+    final = state(layout)
+    assert final["status"] == "stopped" and final["components"]["second"]["pid"] is None
+    assert "before starting second: RuntimeError: permission-denied" in layout.stack_log.read_text()

@@ -21,7 +21,7 @@ def test_services_run_real_entries_after_setup():
     platform = {"workload-portfolio": "workload_portfolio", "execution-core": "execution_core",
                 "pipeline-coordination": "pipeline_coordination",
                 "site-coordination": "site_coordination", "site-runtime": "site_runtime"}
-    assert set(platform) | {"postgres", "rabbitmq", "setup", "cli"} == set(services)
+    assert set(platform) | {"postgres", "rabbitmq", "setup", "runtime-grant", "cli"} == set(services)
     for name, module in platform.items():
         svc = services[name]
         assert svc["command"][:3] == ["python", "-m", module]
@@ -46,4 +46,10 @@ def test_runtime_reaches_the_edge_with_its_grant_and_ca():
     assert runtime["SITE_API_CREDENTIAL_FILE"] == "/var/lib/metallo-dev/secrets/runtime-grant"
     assert "METALLO_POSTGRES_URL" not in runtime and "METALLO_AMQP_URL" not in runtime
     assert services["site-runtime"]["depends_on"]["site-coordination"]["condition"] == "service_healthy"
+    # The grant is an operator command to a serving Site Coordination, before the Runtime.
+    grant = services["runtime-grant"]
+    assert grant["command"][:4] == ["python", "-m", "metallo.devstack", "compose-grant"]
+    assert grant["depends_on"]["site-coordination"]["condition"] == "service_healthy"
+    assert (services["site-runtime"]["depends_on"]["runtime-grant"]["condition"]
+            == "service_completed_successfully")
     assert "ports" not in services["site-runtime"]

@@ -140,7 +140,8 @@ def test_runtime_state_is_a_persistent_single_writer(documents):
                   if d["metadata"]["name"] == "metallo-site-runtime")["data"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "state")["mountPath"]
     assert config["RUNTIME_STATE_DIRECTORY"] == mount
-    assert "ports" not in container, "a Site Runtime exposes no inbound port"
+    assert [p["name"] for p in container.get("ports", [])] == ["ops"], \
+        "a Site Runtime exposes only its operations endpoint (probes, metrics)"
     # Every runtime setting is one the Site Runtime actually reads.
     source = "".join(p.read_text() for p in (ROOT / "services" / "site_runtime").rglob("*.py"))
     for name in config:
@@ -158,3 +159,77 @@ def test_services_select_deployments_and_name_their_ports(documents):
                  for p in c.get("ports", [])}
         for port in svc["spec"]["ports"]:
             assert port["targetPort"] in ports
+
+
+def test_probes_use_each_services_operations_endpoint(documents):
+    # Readiness is /readyz (database, migrations, broker, consumers; docs/operators.md,
+    # Probes and metrics), liveness /healthz, both on the `ops` port, which is the
+    # port METALLO_OPS_ADDRESS in the container's ConfigMap listens on.
+    config = {d["metadata"]["name"]: d.get("data", {}) for d in of_kind(documents, "ConfigMap")}
+    for d in of_kind(documents, "Deployment"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            assert "ops" in ports, c["name"]
+            assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ops"}, c["name"]
+            assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "ops"}, c["name"]
+            settings = {}
+            for source in c.get("envFrom", []):
+                settings.update(config[source["configMapRef"]["name"]])
+            settings.update({e["name"]: e.get("value") for e in c.get("env", [])})
+            host, _, port = settings["METALLO_OPS_ADDRESS"].rpartition(":")
+            assert host and int(port) == ports["ops"], (c["name"], settings["METALLO_OPS_ADDRESS"])
+
+
+KUBERNETES_SITE = K8S / "kubernetes-site"
+K8S_VERSION = "1.31.0"
+
+
+@pytest.fixture(scope="module")
+def site_documents() -> list[dict]:
+    kustomization = load(KUBERNETES_SITE / "kustomization.yaml")[0]
+    assert set(kustomization["resources"]) == {
+        p.name for p in KUBERNETES_SITE.glob("*.yaml")} - {"kustomization.yaml"}
+    docs = []
+    for name in kustomization["resources"]:
+        docs.extend(load(KUBERNETES_SITE / name))
+    return docs
+
+
+def test_kubernetes_site_manifests_are_valid_kubernetes(site_documents):
+    import kubernetes_validate
+
+    for d in site_documents:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+        assert d["metadata"]["labels"][PART_OF] == "metallo", d["metadata"]["name"]
+
+
+def test_the_runtime_may_impersonate_only_named_members(site_documents):
+    role = next(d for d in of_kind(site_documents, "ClusterRole")
+                if d["metadata"]["name"] == "metallo-site-runtime")
+    impersonate = [r for r in role["rules"] if "impersonate" in r["verbs"]]
+    assert {tuple(r["resources"]) for r in impersonate} == {("users",), ("groups",)}
+    assert all(r["resourceNames"] and "*" not in r["resourceNames"] for r in impersonate)
+    creates = [r for r in role["rules"] if {"create", "update", "patch", "*"} & set(r["verbs"])]
+    assert creates == [], "the Runtime creates nothing as itself"
+    binding = of_kind(site_documents, "ClusterRoleBinding")[0]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "site-runtime", "namespace": "metallo-system"}]
+    runtime = next(d for d in of_kind(site_documents, "Deployment"))
+    assert runtime["spec"]["template"]["spec"]["serviceAccountName"] == "site-runtime"
+    config = of_kind(site_documents, "ConfigMap")[0]["data"]
+    assert config["RUNTIME_EXECUTOR"] == "kubernetes" and config["KUBERNETES_KUBECONFIG"] == "in-cluster"
+    source = "".join(p.read_text() for p in (ROOT / "services" / "site_runtime").rglob("*.py"))
+    for name in config:
+        assert name in source, name
+
+
+def test_project_namespace_template_has_roles_bindings_and_quota(site_documents):
+    namespaces = {d["metadata"]["name"] for d in of_kind(site_documents, "Namespace")}
+    assert "metallo-demo" in namespaces
+    quota = of_kind(site_documents, "ResourceQuota")[0]
+    assert quota["metadata"]["namespace"] == "metallo-demo"
+    assert {"pods", "requests.cpu", "requests.memory", "requests.storage"} <= set(quota["spec"]["hard"])
+    roles = {d["metadata"]["name"] for d in of_kind(site_documents, "Role")}
+    for binding in of_kind(site_documents, "RoleBinding"):
+        assert binding["roleRef"]["name"] in roles
+        assert binding["metadata"]["namespace"] == "metallo-demo"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline_coordination.domain import identities
+from pipeline_coordination.domain import answers, identities, schedule
 from pipeline_coordination.domain import pipeline as d
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -31,15 +31,15 @@ def new_pipeline(requested: tuple[str, ...] = ()) -> d.Pipeline:
 
 
 def running(*actions: tuple[str, str]) -> d.Pipeline:
-    p = d.on_branch_prepared(new_pipeline(), [prepared(a, family=f) for a, f in actions], C1, NOW)
-    return d.settle(p, NOW).pipeline
+    p = answers.on_branch_prepared(new_pipeline(), [prepared(a, family=f) for a, f in actions], C1, NOW)
+    return schedule.settle(p, NOW).pipeline
 
 
 def launch(p: d.Pipeline, index: int, commit: str, run_id: str) -> d.Pipeline:
     s = p.step(index)
-    p = d.on_pinned(p, index, prepared(s.action, 2, commit, s.family), NOW)
-    p = d.launch_intent(p, index)
-    return d.on_launched(p, index, run_id, NOW)
+    p = answers.on_pinned(p, index, prepared(s.action, 2, commit, s.family), NOW)
+    p = answers.launch_intent(p, index)
+    return answers.on_launched(p, index, run_id, NOW)
 
 
 TIMING = d.Timing()
@@ -63,27 +63,27 @@ def test_run_all_in_order_keeps_actions_yaml_order_and_explicit_list_its_own():
 def test_prepare_then_pin_launch_and_hand_off():
     p = running(("train", d.BATCH), ("eval", d.BATCH))
     assert p.state == d.RUNNING
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("pin", 1)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("pin", 1)
     p = launch(p, 1, C1, "run-1")
     assert p.step(1).state == d.LAUNCHED and p.step(1).pinned_commit == C1
-    assert d.plan(p, NOW, TIMING).effect is None  # waits for RunCompleted
-    p = d.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
-    p = d.settle(p, NOW).pipeline
+    assert schedule.plan(p, NOW, TIMING).effect is None  # waits for RunCompleted
+    p = answers.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
+    p = schedule.settle(p, NOW).pipeline
     assert p.step(1).state == d.STEP_SUCCEEDED and p.step(1).output_commit == C2
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("pin", 2)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("pin", 2)
     # Step 2 is pinned to what the branch names when it starts: step 1's push.
     p = launch(p, 2, C2, "run-2")
     assert p.step(2).pinned_commit == C2 and p.step(2).revision == 2
-    p = d.on_run_completed(p, 2, "run-2", "succeeded", "", C3)
-    s = d.settle(p, NOW)
+    p = answers.on_run_completed(p, 2, "run-2", "succeeded", "", C3)
+    s = schedule.settle(p, NOW)
     assert s.completed and s.pipeline.state == d.SUCCEEDED
-    assert not d.settle(s.pipeline, NOW).completed  # idempotent
+    assert not schedule.settle(s.pipeline, NOW).completed  # idempotent
 
 
 def test_failed_step_fails_pipeline_and_skips_the_rest():
     p = launch(running(("train", d.BATCH), ("eval", d.BATCH)), 1, C1, "run-1")
-    p = d.on_run_completed(p, 1, "run-1", "failed", "exit-nonzero", "")
-    s = d.settle(p, NOW)
+    p = answers.on_run_completed(p, 1, "run-1", "failed", "exit-nonzero", "")
+    s = schedule.settle(p, NOW)
     assert s.completed
     assert s.pipeline.state == d.FAILED and s.pipeline.failed_step == 1
     assert s.pipeline.reason_code == "exit-nonzero"
@@ -93,105 +93,105 @@ def test_failed_step_fails_pipeline_and_skips_the_rest():
 @pytest.mark.parametrize(("outcome", "code"), [("lost", "lost-at-site"), ("timed-out", "wall-time-exceeded")])
 def test_a_lost_or_timed_out_run_fails_its_step(outcome, code):
     p = launch(running(("train", d.BATCH), ("eval", d.BATCH)), 1, C1, "run-1")
-    s = d.settle(d.on_run_completed(p, 1, "run-1", outcome, code, ""), NOW)
+    s = schedule.settle(answers.on_run_completed(p, 1, "run-1", outcome, code, ""), NOW)
     assert s.completed and s.pipeline.state == d.FAILED and s.pipeline.reason_code == code
     assert s.pipeline.step(1).state == d.STEP_FAILED and s.pipeline.step(2).state == d.SKIPPED
 
 
 def test_duplicate_and_foreign_completions_are_absorbed():
     p = launch(running(("train", d.BATCH)), 1, C1, "run-1")
-    p1 = d.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
-    assert d.on_run_completed(p1, 1, "run-1", "failed", "x", "") == p1  # first end wins
-    assert d.on_run_completed(p, 1, "run-other", "succeeded", "", C2) == p  # not this step's Run
-    assert d.on_run_completed(p, 1, "run-1", "exploded", "", "") == p  # not an outcome
+    p1 = answers.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
+    assert answers.on_run_completed(p1, 1, "run-1", "failed", "x", "") == p1  # first end wins
+    assert answers.on_run_completed(p, 1, "run-other", "succeeded", "", C2) == p  # not this step's Run
+    assert answers.on_run_completed(p, 1, "run-1", "exploded", "", "") == p  # not an outcome
 
 
 def test_completion_before_launch_reply_is_recorded():
     p = running(("train", d.BATCH))
-    p = d.on_pinned(p, 1, prepared("train"), NOW)
-    p = d.launch_intent(p, 1)
+    p = answers.on_pinned(p, 1, prepared("train"), NOW)
+    p = answers.launch_intent(p, 1)
     # RunCompleted overtakes the LaunchRun reply.
-    p = d.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
+    p = answers.on_run_completed(p, 1, "run-1", "succeeded", "", C2)
     assert p.step(1).run_id == "run-1"
-    p = d.on_launched(p, 1, "run-1", NOW)
-    assert d.settle(p, NOW).pipeline.state == d.SUCCEEDED
+    p = answers.on_launched(p, 1, "run-1", NOW)
+    assert schedule.settle(p, NOW).pipeline.state == d.SUCCEEDED
     # A completion for a step that never recorded its launch intent is ignored.
-    q = d.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW)
-    assert d.on_run_completed(q, 1, "run-1", "succeeded", "", C2) == q
+    q = answers.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW)
+    assert answers.on_run_completed(q, 1, "run-1", "succeeded", "", C2) == q
 
 
 def test_stop_fences_unlaunched_steps_and_cancels_active_runs():
     p = launch(running(("train", d.BATCH), ("eval", d.BATCH)), 1, C1, "run-1")
-    p, recorded = d.request_stop(p, "m-alice", "enough")
-    assert recorded and not d.request_stop(p, "m-alice", "again")[1]
-    p = d.settle(p, NOW).pipeline
+    p, recorded = answers.request_stop(p, "m-alice", "enough")
+    assert recorded and not answers.request_stop(p, "m-alice", "again")[1]
+    p = schedule.settle(p, NOW).pipeline
     assert p.state == d.STOPPING and p.step(2).state == d.SKIPPED
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
-    p = d.on_cancel_recorded(p, 1)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
+    p = answers.on_cancel_recorded(p, 1)
     assert p.step(1).state == d.CANCELLING
-    assert d.settle(p, NOW).pipeline.state == d.STOPPING  # waits for the Run's end
-    p = d.on_run_completed(p, 1, "run-1", "cancelled", "cancelled-by-member", "")
-    s = d.settle(p, NOW)
+    assert schedule.settle(p, NOW).pipeline.state == d.STOPPING  # waits for the Run's end
+    p = answers.on_run_completed(p, 1, "run-1", "cancelled", "cancelled-by-member", "")
+    s = schedule.settle(p, NOW)
     assert s.completed and s.pipeline.state == d.STOPPED and s.pipeline.step(1).state == d.CANCELLED
 
 
 def test_launch_intent_is_refused_after_a_stop():
-    p = d.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW)
-    stopped, _ = d.request_stop(p, "m-alice", "")
-    assert d.launch_intent(stopped, 1) == stopped
-    assert d.settle(stopped, NOW).pipeline.state == d.STOPPED
+    p = answers.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW)
+    stopped, _ = answers.request_stop(p, "m-alice", "")
+    assert answers.launch_intent(stopped, 1) == stopped
+    assert schedule.settle(stopped, NOW).pipeline.state == d.STOPPED
 
 
 def test_stop_while_launch_in_flight_resends_the_launch_then_cancels():
-    p = d.launch_intent(d.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW), 1)
-    p = d.settle(d.request_stop(p, "m-alice", "")[0], NOW).pipeline
+    p = answers.launch_intent(answers.on_pinned(running(("train", d.BATCH)), 1, prepared("train"), NOW), 1)
+    p = schedule.settle(answers.request_stop(p, "m-alice", "")[0], NOW).pipeline
     assert p.state == d.STOPPING
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("launch", 1)
-    p = d.on_launched(p, 1, "run-1", NOW)
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("launch", 1)
+    p = answers.on_launched(p, 1, "run-1", NOW)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
 
 
 def test_service_step_advances_when_ready_and_times_out_otherwise():
     p = launch(running(("serve", d.SERVICE), ("probe", d.BATCH)), 1, C1, "run-s")
     later = NOW + timedelta(seconds=TIMING.service_poll)
-    assert d.plan(p, later, TIMING).effect == d.Effect("observe", 1)
-    not_ready = d.on_observed(p, 1, d.RunView("run-s"), later)
+    assert schedule.plan(p, later, TIMING).effect == d.Effect("observe", 1)
+    not_ready = answers.on_observed(p, 1, d.RunView("run-s"), later)
     assert not_ready.step(1).state == d.LAUNCHED
-    ready = d.settle(d.on_observed(p, 1, d.RunView("run-s", ready=True, endpoint="http://svc"), later), later).pipeline
+    ready = schedule.settle(answers.on_observed(p, 1, d.RunView("run-s", ready=True, endpoint="http://svc"), later), later).pipeline
     assert ready.step(1).state == d.READY and ready.step(1).endpoint == "http://svc"
-    assert d.plan(ready, later, TIMING).effect == d.Effect("pin", 2)
+    assert schedule.plan(ready, later, TIMING).effect == d.Effect("pin", 2)
     # Not healthy within the timeout: the step fails and its Run is cancelled.
     late = NOW + timedelta(seconds=TIMING.service_ready_timeout + 1)
-    assert d.plan(p, late, TIMING).effect == d.Effect("service-timeout", 1)
-    failed = d.settle(d.on_service_timeout(p, 1, TIMING, late), late).pipeline
+    assert schedule.plan(p, late, TIMING).effect == d.Effect("service-timeout", 1)
+    failed = schedule.settle(answers.on_service_timeout(p, 1, TIMING, late), late).pipeline
     assert failed.state == d.FAILED and failed.reason_code == d.R_SERVICE_NOT_READY
-    assert d.plan(failed, late, TIMING).effect == d.Effect("cancel", 1)
+    assert schedule.plan(failed, late, TIMING).effect == d.Effect("cancel", 1)
 
 
 def test_stop_after_success_cancels_ready_services():
     p = launch(running(("serve", d.SERVICE)), 1, C1, "run-s")
-    p = d.settle(d.on_observed(p, 1, d.RunView("run-s", ready=True, endpoint="http://svc"), NOW), NOW).pipeline
+    p = schedule.settle(answers.on_observed(p, 1, d.RunView("run-s", ready=True, endpoint="http://svc"), NOW), NOW).pipeline
     assert p.state == d.SUCCEEDED and not p.needs_work
-    p, recorded = d.request_stop(p, "m-alice", "done")
+    p, recorded = answers.request_stop(p, "m-alice", "done")
     assert recorded and p.needs_work
-    assert d.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
+    assert schedule.plan(p, NOW, TIMING).effect == d.Effect("cancel", 1)
 
 
 def test_refusals_end_the_pipeline_with_the_owner_code():
-    p = d.on_branch_refused(new_pipeline(), "actions-invalid", "actions.yaml:3:1: bad", NOW)
+    p = answers.on_branch_refused(new_pipeline(), "actions-invalid", "actions.yaml:3:1: bad", NOW)
     assert p.state == d.FAILED and p.reason_code == "actions-invalid"
-    q = d.on_step_refused(running(("train", d.BATCH)), 1, "branch-not-found", "gone", NOW)
-    s = d.settle(q, NOW).pipeline
+    q = answers.on_step_refused(running(("train", d.BATCH)), 1, "branch-not-found", "gone", NOW)
+    s = schedule.settle(q, NOW).pipeline
     assert s.state == d.FAILED and s.failed_step == 1 and s.reason_code == "branch-not-found"
-    missing = d.on_branch_prepared(new_pipeline(("nope",)), [prepared("train")], C1, NOW)
+    missing = answers.on_branch_prepared(new_pipeline(("nope",)), [prepared("train")], C1, NOW)
     assert missing.state == d.FAILED and missing.reason_code == d.R_ACTION_NOT_IN_BRANCH
 
 
 def test_temporary_failures_back_off():
     p = new_pipeline()
-    p = d.on_temporary_failure(d.on_temporary_failure(p, "timeout"), "timeout")
-    assert d.retry_delay(p, TIMING) == 2 * TIMING.retry_base
-    assert d.on_branch_prepared(p, [prepared("a")], C1, NOW).retries == 0
+    p = answers.on_temporary_failure(answers.on_temporary_failure(p, "timeout"), "timeout")
+    assert schedule.retry_delay(p, TIMING) == 2 * TIMING.retry_base
+    assert answers.on_branch_prepared(p, [prepared("a")], C1, NOW).retries == 0
 
 
 def test_identities_are_stable_and_parse_back():

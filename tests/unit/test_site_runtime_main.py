@@ -88,3 +88,25 @@ def test_a_malformed_slurm_setting_stops_the_runtime_with_status_2(tmp_path):
     }
     assert main(["--executor", "slurm"], env) == 2
     assert not (tmp_path / "state" / "delivery.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # no KUBERNETES_KUBECONFIG nor KUBERNETES_SITE_ID
+        {"KUBERNETES_SITE_ID": "lab-k8s", "KUBERNETES_KUBECONFIG": "/nonexistent/kubeconfig"},
+        {"KUBERNETES_SITE_ID": "lab-k8s", "KUBERNETES_KUBECONFIG": "/etc/hostname",
+         "KUBERNETES_GPU_CLASSES": "[not json"},
+    ],
+)
+def test_a_malformed_kubernetes_setting_stops_the_runtime_with_status_2(tmp_path, changes, capsys):
+    env = {
+        "SITE_API_URL": "https://127.0.0.1:9",
+        "SITE_API_CREDENTIAL": "psb_x",
+        "RUNTIME_STATE_DIRECTORY": str(tmp_path / "state"),
+        **changes,
+    }
+    assert main(["--executor", "kubernetes"], env) == 2
+    assert "kubernetes executor:" in capsys.readouterr().err
+    assert not (tmp_path / "state" / "delivery.sqlite").exists()
+    assert not (tmp_path / "state" / "jobs.sqlite").exists()

@@ -1,6 +1,6 @@
 """The ``metallo`` command line (issue 8): the same RabbitMQ request/reply contract
 the Go API speaks, with Rich output and documented exit codes (``exits.py``).
 
-Groups: ``action``, ``pipeline``, ``run``, ``site grant``, ``dev``. Settings come
+Groups: ``action``, ``pipeline``, ``run``, ``site`` (grant, drain, resume), ``dev``. Settings come
 from options, then ``METALLO_*`` variables, then the config file (``settings.py``).
 """

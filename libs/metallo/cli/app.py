@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from metallo.cli import actions, grants, pipelines, runs
+from metallo.cli import actions, grants, pipelines, runs, sites
 
 EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
           "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
@@ -13,8 +13,11 @@ EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or valida
 app = typer.Typer(name="metallo", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, epilog=EPILOG,
                   help="Run research workloads on your Project's Sites.")
-site = typer.Typer(no_args_is_help=True, help="Sites: Runtime command grants.")
+site = typer.Typer(no_args_is_help=True,
+                   help="Sites (operators): Runtime command grants, draining.")
 site.add_typer(grants.app, name="grant")
+for _name, _command in sites.COMMANDS:
+    site.command(_name)(_command)
 
 app.add_typer(actions.app, name="action")
 app.add_typer(pipelines.app, name="pipeline")

@@ -80,9 +80,13 @@ def down() -> None:
 
 @app.command("status")
 def status(output: opt.OutputOpt = Output.table) -> None:
-    """Say whether the stack runs, and each component's state (exit 3 when not running)."""
+    """Say whether the stack runs, each component's state and readiness (``/readyz``)
+    (exit 3 when not running)."""
+    import asyncio
+
     from metallo.devstack.control import failed_components, left_stopped
     from metallo.devstack.control import status as stack_status
+    from metallo.devstack.readiness import not_ready_reason, read_readiness
 
     state = stack_status()
     if state is None:
@@ -97,6 +101,10 @@ def status(output: opt.OutputOpt = Output.table) -> None:
     # A component the supervisor left stopped: the stack runs without it, which must
     # not read as "ready".
     failed = failed_components(state)
+    readiness = asyncio.run(read_readiness(state))
+    state = {**state, "components": {
+        name: {**comp, **({"readiness": readiness[name]} if name in readiness else {})}
+        for name, comp in state.get("components", {}).items()}}
     degraded = None
     if failed:
         state = {**state, "status": "degraded", "failed": failed}
@@ -111,8 +119,11 @@ def status(output: opt.OutputOpt = Output.table) -> None:
         out.print(f"dev stack {state['status']} (supervisor pid {state['pid']}, executor "
                   f"{state['executor']}, edge {state['edge_url']})")
         for name, comp in sorted(state.get("components", {}).items()):
+            ready = comp.get("readiness")
+            shown = ("" if ready is None else "  ready" if ready["ready"]
+                     else f"  not ready ({not_ready_reason(ready)})")
             out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
-                      f"{comp['restarts']}  {comp['log']}")
+                      f"{comp['restarts']}  {comp['log']}{shown}")
         for name in state.get("missing", []):
             out.print(f"  {name:<22} not in this checkout")
         if state.get("k8s_lab"):

@@ -58,7 +58,7 @@ def error_document(error: CliError) -> dict[str, dict[str, str | int]]:
 NOT_FOUND_CODES = frozenset({
     "not-found", "repository-not-found", "branch-not-found", "commit-not-found",
     "file-not-found", "action-not-found", "run-not-found", "pipeline-not-found",
-    "workload-not-found", "grant-not-found",
+    "workload-not-found", "grant-not-found", "site-not-found",
 })
 
 # What to do next for well-known rejection codes (seed words; docs of each service).
@@ -66,7 +66,11 @@ HINTS = {
     "attempt-not-at-site": "the Attempt has not reached its Site yet: read its logs once it is "
                            "queued (`metallo run logs RUN --follow` waits for that)",
     "permission-denied": "check --member/--project (METALLO_MEMBER, METALLO_PROJECT); a Project "
-                         "maintainer grants capabilities in the governance file",
+                         "maintainer grants capabilities in the governance file (operator "
+                         "commands need an operator capability: docs/governance.md, Operators)",
+    "site-not-found": "use a Site id listed in the governance file (or add the Site first)",
+    "environment-mismatch": "use the Site's own environment (named in the message)",
+    "invalid-duration": "give a lifetime such as 45s, 90m, 12h or 30d (at most 400d)",
     "governance-unavailable": "the governance file is invalid or unreadable; an operator must fix "
                               "it (see docs/governance.md), then retry",
     "invalid-argument": "correct the argument named in the message and run the command again",
@@ -86,6 +90,10 @@ HINTS = {
     "not-found": "check the id and --project; `metallo run list` / `metallo pipeline list` show "
                  "what exists",
     "launch-key-conflict": "this launch key names another Workload revision; use another key",
+    "pipeline-not-ended": "wait for it (`metallo pipeline show PIPELINE --wait`) or stop it "
+                          "(`metallo pipeline stop PIPELINE`), then rerun",
+    "nothing-to-rerun": "every step succeeded; leave out --failed to run every step again",
+    "needs-not-selected": "add the actions named in the message to --action, or leave --action out",
 }
 
 

@@ -1,5 +1,5 @@
-"""``metallo pipeline run|show|stop|list`` (Pipeline Coordination: StartPipeline,
-GetPipeline, StopPipeline, ListPipelines; seed 004 §8A–8E, "Run all in order")."""
+"""``metallo pipeline run|show|rerun|stop|list`` (Pipeline Coordination: StartPipeline,
+GetPipeline, RerunPipeline, StopPipeline, ListPipelines; seed 004 §8A–8E; docs/pipelines.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit, error_document, rejection_exit, rejection_hint
+from metallo.cli.pipeline_graph import counts_text, graph_tree
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import (
     Output,
@@ -29,11 +30,14 @@ from metallo.cli.transport import Platform, command_metadata, query_metadata
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc_pb2
 
-app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions in order.")
+app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions as a graph (needs, when).")
 
 TERMINAL = {"succeeded", "failed", "stopped"}
 STEP_ENDED = {"succeeded", "failed", "cancelled", "skipped"}
 REPOSITORY_WIDTH = 40  # the list's repository column: the URL's tail, scheme left out
+
+MaxActive = Annotated[int, typer.Option(
+    "--max-active", min=0, max=50, help="steps running at once, at most (0 = the default 4)")]
 
 
 def contract():
@@ -79,9 +83,8 @@ async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
 
 
 def current_step(pipeline):
-    """The step in progress (first not ended), else the first that failed or was
-    cancelled (a failed Pipeline's later steps are only ``skipped``), else the last
-    step, else None."""
+    """The first step in progress (not ended), else the first that failed or was
+    cancelled (its dependents are only ``skipped``), else the last step, else None."""
     for step in pipeline.steps:
         if step.state not in STEP_ENDED:
             return step
@@ -103,7 +106,7 @@ async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
         step = current_step(pipeline)
         if step is None:
             return Snapshot(f"pipeline {pipeline_id} · {pipeline.state}", done)
-        label = f"pipeline {pipeline.state} · step {step.index}/{len(pipeline.steps)} {step.action} {step.state}"
+        label = f"pipeline {pipeline.state} · {counts_text(pipeline)} · step {step.index} {step.action} {step.state}"
         if step.run_id and not done:
             run = await platform.request(ec.GetRun(metadata=query_metadata(who), run_id=step.run_id))
             return Snapshot(run_line(run, label), done)
@@ -115,8 +118,9 @@ async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
 
 
 def print_pipeline(p) -> None:
-    """A Pipeline as a table, then its steps."""
+    """A Pipeline as a table, then its step graph, then its steps."""
     out.print(key_value_table(f"Pipeline {p.pipeline_id}", [
+        ("steps", counts_text(p)), ("max active", p.max_active or ""), ("rerun of", p.rerun_of),
         ("project", p.project), ("repository", p.repository_url), ("branch", p.branch),
         ("state", p.state), ("desired", p.desired_state), ("commit", p.prepared_commit),
         ("failed step", p.failed_step or ""), ("reason", p.reason_code), ("message", p.message),
@@ -128,11 +132,12 @@ def print_pipeline(p) -> None:
         from rich.table import Table
 
         table = Table(title="Steps", title_justify="left")
-        for column in ("#", "action", "state", "run", "input", "output", "reason"):
+        for column in ("#", "action", "needs", "when", "state", "run", "input", "output", "reason"):
             table.add_column(column)
         for s in p.steps:
-            table.add_row(str(s.index), s.action, s.state, s.run_id, s.pinned_commit[:12],
-                          s.output_commit[:12], s.reason_code)
+            table.add_row(str(s.index), s.action, ",".join(map(str, s.needs)), s.when, s.state,
+                          s.run_id, s.pinned_commit[:12], s.output_commit[:12], s.reason_code)
+        out.print(graph_tree(p))
         print_list_table(table)
     failed = next((s for s in p.steps if s.index == p.failed_step), None)
     if failed is not None and failed.run_id:
@@ -153,12 +158,13 @@ def run_pipeline(
     repo: Annotated[str, typer.Argument(help="repository: path, file:// or https:// URL")],
     branch: Annotated[str, typer.Option("--branch", "-b", help="branch whose actions run")] = "main",
     action: Annotated[list[str] | None, typer.Option(
-        "--action", "-a", help="run only these actions, in this order (repeatable)")] = None,
+        "--action", "-a", help="run only these actions (repeatable); their needs must be listed too")] = None,
+    max_active: MaxActive = 0,
     member: opt.Member = None, project: opt.Project = None,
     wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,
     command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
 ) -> None:
-    """Start a Pipeline: every action of the branch in actions.yaml order ("Run all in order")."""
+    """Start a Pipeline: every action of the branch, as its needs say (without needs: in file order)."""
     pc = contract()
     who, conn = actor(member, project), connection()
     url = repository_url(repo)
@@ -168,20 +174,33 @@ def run_pipeline(
         async with Platform(conn) as p:
             started = await p.request(pc.StartPipeline(
                 metadata=command_metadata(who, cid), repository_url=url, branch=branch,
-                actions=action or []))
-            if output is Output.table:
-                err.print(f"Pipeline {started.pipeline_id} {started.state}", markup=False,
-                          highlight=False)
-            if not wait_end:
-                return started, None, None
-            try:
-                final = await wait_pipeline(p, who, started.pipeline_id, timeout=timeout,
-                                            quiet=quiet)
-            except CliError as failed:  # started, then the wait failed (timeout, no reply)
-                return started, None, failed
-            return started, final, None
+                actions=action or [], max_active=max_active))
+            return await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
+                                             quiet=quiet, output=output)
 
     started, final, wait_failed = asyncio.run(body())
+    finish_started(started, final, wait_failed, output)
+
+
+async def started_then_waited(p: Platform, who: Actor, started, *, wait_end: bool, timeout, quiet: bool,
+                              output: Output):
+    """After StartPipeline/RerunPipeline: say so, and with --wait follow the Pipeline to its end.
+
+    Returns (reply, final Pipeline or None, CliError of a failed wait or None).
+    """
+    if output is Output.table:
+        err.print(f"Pipeline {started.pipeline_id} {started.state}", markup=False, highlight=False)
+    if not wait_end:
+        return started, None, None
+    try:
+        final = await wait_pipeline(p, who, started.pipeline_id, timeout=timeout, quiet=quiet)
+    except CliError as failed:  # started, then the wait failed (timeout, no reply)
+        return started, None, failed
+    return started, final, None
+
+
+def finish_started(started, final, wait_failed: CliError | None, output: Output) -> None:
+    """Print the started (and maybe ended) Pipeline and exit as :func:`pipeline_exit` says."""
     if wait_failed is not None:
         if output is not Output.json:
             raise wait_failed
@@ -201,6 +220,37 @@ def run_pipeline(
     if refused is not None:
         print_error(refused)
     raise typer.Exit(pipeline_exit(final) if final is not None else Exit.OK)
+
+
+@app.command("rerun")
+def rerun(
+    pipeline_id: str,
+    failed: Annotated[bool, typer.Option(
+        "--failed", help="rerun only the failed, cancelled and skipped steps; keep what succeeded")] = False,
+    max_active: MaxActive = 0,
+    member: opt.Member = None, project: opt.Project = None,
+    wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,
+    command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
+) -> None:
+    """Start a new Pipeline with the same graph as an ended one (with --failed: only what did not succeed)."""
+    pc = contract()
+    who, conn = actor(member, project), connection()
+    cid = command_id or str(uuid.uuid4())
+
+    async def body():
+        async with Platform(conn) as p:
+            started = await p.request(pc.RerunPipeline(
+                metadata=command_metadata(who, cid), pipeline_id=pipeline_id, failed_only=failed,
+                max_active=max_active))
+            if output is Output.table:
+                steps = ", ".join(map(str, started.rerun_steps))
+                err.print(f"rerun of {started.rerun_of}: steps {steps} run again", markup=False,
+                          highlight=False)
+            return await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
+                                             quiet=quiet, output=output)
+
+    started, final, wait_failed = asyncio.run(body())
+    finish_started(started, final, wait_failed, output)
 
 
 @app.command("show")
@@ -282,7 +332,7 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
         table.add_column(column)
     for p in reply.pipelines:
         table.add_row(p.pipeline_id, repository_text(p.repository_url), p.branch, p.state,
-                      p.reason_code, " → ".join(f"{s.action}:{s.state}" for s in p.steps),
+                      p.reason_code, ", ".join(f"{s.action}:{s.state}" for s in p.steps),
                       timestamp(p.created_at))
     print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
     if reply.page.next_page_token:

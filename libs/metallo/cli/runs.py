@@ -1,5 +1,5 @@
-"""``metallo run show|list|wait|cancel|logs`` (Execution Core's GetRun, ListRuns,
-CancelRun; docs/runs.md) and the shared Run waiting used by ``action run --wait``."""
+"""``metallo run show|list|wait|cancel|rerun|logs`` (Execution Core's GetRun, ListRuns,
+CancelRun, RerunRun; docs/runs.md) and the shared Run waiting used by ``action run --wait``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from metallo.cli.transport import Platform, command_metadata, query_metadata
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.waiting import waiting_text
 
-app = typer.Typer(no_args_is_help=True, help="Runs: show, list, wait for, cancel, read logs.")
+app = typer.Typer(no_args_is_help=True, help="Runs: show, list, wait for, cancel, rerun, read logs.")
 
 OUTCOME_EXIT = {"succeeded": Exit.OK, "failed": Exit.FAILED, "cancelled": Exit.FAILED,
                 "lost": Exit.FAILED, "timed-out": Exit.FAILED}
@@ -96,7 +96,7 @@ def print_run(run: ec.Run) -> None:
         ("ended", timestamp(run.ended_at)),
         ("elapsed", f"{elapsed:.1f} s" if elapsed is not None else ""),
         ("labels", ", ".join(f"{k}={v}" for k, v in sorted(run.labels.items()))),
-        ("cancel reason", run.cancel_reason),
+        ("cancel reason", run.cancel_reason), ("rerun of", run.rerun_of),
     ]))
     if len(run.attempts):
         from rich.table import Table
@@ -239,6 +239,34 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
             print_run(run)
     if run is not None:
         raise typer.Exit(Exit.OK if run.outcome in OUTCOMES else Exit.UNCERTAIN)
+
+
+@app.command("rerun")
+def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
+          command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
+          wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
+          quiet: opt.Quiet = False) -> None:
+    """Start a new Run of the same Workload revision at the same commits (needs runs.rerun)."""
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            reply = await p.request(ec.RerunRun(metadata=command_metadata(who, command_id),
+                                                run_id=run_id))
+            run = await wait_run(p, who, reply.run_id, timeout=timeout, quiet=quiet) if wait_end else None
+            return reply, run
+
+    reply, run = _run(body())
+    if output is Output.json:
+        print_json({"rerun": as_dict(reply), "run": run_summary(run) if run else None})
+    else:
+        commit = reply.repository_commit[:12] or "the revision's commit"
+        out.print(f"Run {reply.run_id} reruns {reply.rerun_of} (revision {reply.revision}, "
+                  f"at {commit}; phase {reply.phase})", markup=False, highlight=False)
+        if run is not None:
+            print_run(run)
+    if run is not None:
+        raise typer.Exit(outcome_exit(run.outcome))
 
 
 STAGES = ("stage-in", "compute", "stage-out")

@@ -113,6 +113,17 @@ def actor(member: str | None, project: str | None, config: dict | None = None) -
     return Actor(member=str(member), project=str(project))
 
 
+def operator_actor(member: str | None, config: dict | None = None) -> Actor:
+    """The acting operator (option > environment > config file's ``member``) for the
+    platform-wide operator commands, which name no Project. Exit 2 when missing."""
+    config = load_config() if config is None else config
+    member = member or os.environ.get("METALLO_MEMBER") or config.get("member")
+    if not member or len(str(member)) > 200 or not str(member).strip():
+        raise CliError("no acting operator", "pass --member m-…, set METALLO_MEMBER, or put "
+                       f"member = \"m-…\" in {config_path()}", Exit.USAGE)
+    return Actor(member=str(member), project="")
+
+
 def redacted_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages)."""
     parts = urlsplit(url)

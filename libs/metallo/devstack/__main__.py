@@ -9,6 +9,7 @@ import sys
 
 from metallo.devstack.components import Options, plan
 from metallo.devstack.layout import Layout
+from metallo.devstack.operator import runtime_grant_hooks
 from metallo.devstack.supervisor import Supervisor
 
 
@@ -23,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     sup = sub.add_parser("supervise", help="run the prepared stack until SIGTERM")
     sup.add_argument("--executor", choices=("local", "slurm"), required=True)
     sup.add_argument("--edge-port", type=int, default=8443)
-    sup.add_argument("--grant-id", required=True)
     sup.add_argument("--ca-file", required=True)
+    sup.add_argument("--kubernetes", action="store_true",
+                     help="also run the lab-k8s Site Runtime on the Kubernetes lab")
     rep = sub.add_parser("report", help="the demo summary of a Pipeline (one JSON line)")
     rep.add_argument("pipeline_id")
     rep.add_argument("--executor", choices=("local", "slurm"), required=True)
@@ -32,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     setup.add_argument("--dir", required=True, help="the shared state volume")
     setup.add_argument("--edge-host", default="site-coordination")
     setup.add_argument("--site", default="lab-slurm")
+    grant = sub.add_parser("compose-grant", help="the compose stack's runtime grant (once "
+                           "Site Coordination serves)")
+    grant.add_argument("--dir", required=True, help="the shared state volume")
+    grant.add_argument("--site", default="lab-slurm")
     args = parser.parse_args(argv)
     import os
 
@@ -39,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         from metallo.devstack.compose import setup as compose_setup
 
         return asyncio.run(compose_setup(args.dir, args.edge_host, args.site))
+    if args.command == "compose-grant":
+        from metallo.devstack.compose import grant as compose_grant
+
+        return asyncio.run(compose_grant(args.dir, args.site))
 
     if args.command == "report":
         from metallo.cli.exits import CliError
@@ -54,10 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.default()
     options = Options(executor=args.executor, edge_port=args.edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
-                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
+                      kubernetes=args.kubernetes)
     components, missing = plan(layout, options)
-    supervisor = Supervisor(layout, options, components, missing,
-                            {"grant_id": args.grant_id, "ca_file": args.ca_file}, echo=False)
+    before_start, after_stop = runtime_grant_hooks(layout, options)
+    supervisor = Supervisor(layout, options, components, missing, {"ca_file": args.ca_file},
+                            echo=False, before_start=before_start, after_stop=after_stop)
     return asyncio.run(supervisor.run())
 
 

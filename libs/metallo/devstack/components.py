@@ -12,21 +12,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from metallo.devstack.k8s_lab import lab_state
 from metallo.devstack.layout import REPO_ROOT, Layout
+from metallo.messaging.topology import Topology
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
+K8S_SITE_ID = "lab-k8s"
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
+#: Each component's operations endpoint (/healthz, /readyz, /metrics) on loopback:
+#: METALLO_DEV_OPS_PORT_BASE (default 9461) plus the component's place here.
+OPS_COMPONENTS = (*SERVICES, "site_runtime", "site_runtime_k8s")
 
 
 @dataclass(frozen=True)
 class Options:
-    """Choices of one ``dev up``: executor (local|slurm), edge port, broker, prefix."""
+    """Choices of one ``dev up``: executor (local|slurm) of the ``site_id`` Runtime, edge
+    port, broker, prefix, and whether a second Runtime serves the Kubernetes lab's Site."""
 
     executor: str
     edge_port: int = 8443
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     topology_prefix: str = ""
     site_id: str = "lab-slurm"
+    kubernetes: bool = False
 
     @property
     def edge_url(self) -> str:
@@ -48,6 +56,12 @@ class Component:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: str = "process"          # process | queue:<name> | https:<url>
+
+    @property
+    def ops_url(self) -> str | None:
+        """``http://<METALLO_OPS_ADDRESS>`` when the component has an operations endpoint."""
+        address = self.env.get("METALLO_OPS_ADDRESS")
+        return f"http://{address}" if address else None
 
     def argv(self) -> list[str]:
         """The command line: this interpreter, ``-m <module>`` and the arguments."""
@@ -101,6 +115,12 @@ def issuer_key(options: Options) -> Path | None:
     return key if options.executor == "slurm" and key.is_file() else None
 
 
+def _commands_queue(owner: str) -> str:
+    """``queue:<owner>.commands``: ready once the service declared its command queue
+    (the stack's topology prefix is added when checking)."""
+    return f"queue:{Topology().command_queue(owner)}"
+
+
 def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     """The components to run and the names of those this checkout cannot run yet.
 
@@ -127,7 +147,7 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             **env,
             "METALLO_GIT_CA_FILE": str(certs / "ca.pem"),
             "METALLO_GIT_CREDENTIALS_FILE": str(layout.secrets / "git-credentials.json"),
-        }, ready="queue:workload_portfolio.commands")
+        }, ready=_commands_queue("workload_portfolio"))
     execution_core = Component("execution_core", "execution_core", [], {
         **env,
         # Development timing: observe an active Attempt every 2 s (production default 30 s)
@@ -142,12 +162,17 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_EXECUTION_CORE_LAUNCH_POLL_SECONDS", "0.2"),
         "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS": os.environ.get(
             "METALLO_EXECUTION_CORE_SUPERVISOR_POLL_SECONDS", "0.2"),
-    }, ready="queue:execution_core.commands")
+    }, ready=_commands_queue("execution_core"))
     pipeline_coordination = Component("pipeline_coordination", "pipeline_coordination", [],
-                                      dict(env), ready="queue:pipeline_coordination.commands")
-    runtime = runtime_component(layout, options)
+                                      dict(env), ready=_commands_queue("pipeline_coordination"))
+    runtimes = [runtime_component(layout, options)]
+    if options.kubernetes:
+        runtimes.append(kubernetes_runtime_component(layout, options))
     components, missing = [], []
-    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination, runtime):
+    base = int(os.environ.get("METALLO_DEV_OPS_PORT_BASE", "9461"))
+    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination,
+              *runtimes):
+        c.env["METALLO_OPS_ADDRESS"] = f"127.0.0.1:{base + OPS_COMPONENTS.index(c.name)}"
         if runnable(c.module):
             components.append(c)
         else:
@@ -179,3 +204,24 @@ def runtime_component(layout: Layout, options: Options) -> Component:
             "SLURM_WORKSPACE_ROOT": str(SLURM_LAB_STATE / "workspaces"),
         })
     return Component("site_runtime", "site_runtime", [], env)
+
+
+def kubernetes_runtime_component(layout: Layout, options: Options) -> Component:
+    """The second Site Runtime: the kubernetes executor on the Kubernetes lab, pulling
+    the ``(lab-k8s, k8s)`` stream with its own grant (docs/site-runtime.md, Kubernetes)."""
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "SITE_API_URL": options.edge_url,
+        "SITE_API_CA_FILE": str(layout.certs / "ca.pem"),
+        "SITE_API_CREDENTIAL_FILE": str(layout.secrets / "runtime-grant-k8s"),
+        "RUNTIME_EXECUTOR": "kubernetes",
+        "RUNTIME_STATE_DIRECTORY": str(layout.runtime / "kubernetes"),
+        "KUBERNETES_KUBECONFIG": str(lab_state() / "kubeconfig"),
+        "KUBERNETES_SITE_ID": K8S_SITE_ID,
+        # The lab's kubelet runs Pods as this host's member users (docs/k8s-lab.md).
+        "KUBERNETES_RUN_AS": "passwd",
+        "KUBERNETES_POLL_SECONDS": "1",
+        # The Pods (member users) read the lab Git server's CA from a world-readable copy.
+        "REPOSITORY_CA_FILE": str(layout.root / "public" / "ca.pem"),
+    }
+    return Component("site_runtime_k8s", "site_runtime", [], env)

@@ -1,9 +1,11 @@
 """``python -m metallo.devstack compose-setup --dir DIR``: the one-shot ``setup``
 service of ``docker-compose.yml``. In the shared volume it makes what ``dev up``
 makes under ``var/dev`` — the edge certificate (for the edge's service name),
-the lab Git operator token and Git credentials, a ``psb_`` runtime grant — after
-migrating Site Coordination's database, and declares the notifications queue.
-Idempotent: existing files are kept, so a restart keeps the same grant.
+the lab Git operator token and Git credentials — after migrating Site
+Coordination's database, and declares the notifications queue.
+``compose-grant`` (the one-shot ``runtime-grant`` service, once Site Coordination
+serves) asks for the Site Runtime's ``psb_`` grant as an operator command.
+Both are idempotent: existing files are kept, so a restart keeps the same grant.
 """
 
 from __future__ import annotations
@@ -14,20 +16,17 @@ from pathlib import Path
 
 from metallo.devstack.components import Options
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
-from metallo.devstack.prepare import (
-    create_runtime_grant,
-    ensure_git_credentials,
-    ensure_notifications_queue,
-)
+from metallo.devstack.operator import create_runtime_grant
+from metallo.devstack.prepare import ensure_git_credentials, ensure_notifications_queue
 
 SERVICE_UID = 10001  # the unprivileged user of the image (docker-compose.yml)
 
 
 async def setup(directory: str, edge_host: str, site: str) -> int:
     """Prepare ``directory``; 0 when done."""
+    from metallo.dev_certificates import make_dev_certificates
     from metallo.persistence.engine import database_url
     from metallo.persistence.migrations import migrate
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
 
     layout = Layout(Path(directory))
     layout.make()
@@ -43,13 +42,28 @@ async def setup(directory: str, edge_host: str, site: str) -> int:
     token = (layout.secrets / "git-operator-token").read_text().strip()
     write_secret(layout.secrets / "git-credentials.json", json.dumps(
         {f"{edge_host}:{options.edge_port}": {"username": "operator", "secret": token}}))
-    if not (layout.secrets / "runtime-grant").exists():
-        grant_id = await create_runtime_grant(layout, options)
-        print(f"runtime grant {grant_id} for {site}/slurm")
     await ensure_notifications_queue(options)
-    if os.geteuid() == 0:
-        # setup runs as root; the services run as SERVICE_UID and must own the volume.
-        for path in [layout.root, *layout.root.rglob("*")]:
-            os.chown(path, SERVICE_UID, SERVICE_UID)
+    _give_to_services(layout)
     print(f"compose setup done in {directory}")
     return 0
+
+
+async def grant(directory: str, site: str) -> int:
+    """Make the Site Runtime's grant in ``directory`` unless it has one; 0 when done."""
+    layout = Layout(Path(directory))
+    if not (layout.secrets / "runtime-grant").exists():
+        options = Options(executor="local", amqp_url=os.environ.get("METALLO_AMQP_URL",
+                                                                    Options.amqp_url),
+                          site_id=site)
+        grant_id = await create_runtime_grant(layout, options)
+        print(f"runtime grant {grant_id} for {site}/slurm")
+    _give_to_services(layout)
+    return 0
+
+
+def _give_to_services(layout: Layout) -> None:
+    """The one-shot services run as root; the services run as SERVICE_UID and must own
+    the volume."""
+    if os.geteuid() == 0:
+        for path in [layout.root, *layout.root.rglob("*")]:
+            os.chown(path, SERVICE_UID, SERVICE_UID)

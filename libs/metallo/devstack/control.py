@@ -12,18 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from asyncpg import PostgresError
-from sqlalchemy.exc import SQLAlchemyError
-
 from metallo.devstack.components import Options, plan, slurm_lab_running
 from metallo.devstack.k8s_lab import ensure_k8s_lab
 from metallo.devstack.layout import REPO_ROOT, Layout
-from metallo.devstack.prepare import (
-    PrepareError,
-    count_active_runs,
-    prepare,
-    revoke_runtime_grant,
-)
+from metallo.devstack.operator import count_active_runs, runtime_grant_hooks
+from metallo.devstack.prepare import PrepareError, prepare
 from metallo.devstack.supervisor import MAX_RESTARTS, RESTART_WINDOW_SECONDS, Supervisor
 
 EXECUTORS = ("auto", "local", "slurm")
@@ -124,9 +117,15 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             f"{live['executor']}); `metallo dev down` stops it")
         return live
     chosen = choose_executor(executor)
+    # The lab first: a second Runtime serves lab-k8s only when its API answers.
+    k8s_lab = ensure_k8s_lab(say)
+    kubernetes = bool(k8s_lab["running"])
+    if not kubernetes:
+        say("warning: no Runtime serves lab-k8s (the Kubernetes lab is not running)")
     options = Options(executor=chosen, edge_port=edge_port,
                       amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
-                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""))
+                      topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
+                      kubernetes=kubernetes)
     components, missing = plan(layout, options)
     for name in missing:
         say(f"warning: {name} has no `python -m {name}` entry in this checkout; not started")
@@ -135,19 +134,21 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
         raise StackError(str(exc)) from None
-    extra = {"grant_id": prepared.grant_id, "ca_file": str(prepared.ca_file),
+    extra = {"ca_file": str(prepared.ca_file),
              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "k8s_lab": ensure_k8s_lab(say)}
+             "k8s_lab": k8s_lab}
     if foreground:
-        supervisor = Supervisor(layout, options, components, missing, extra, echo=True)
+        before_start, after_stop = runtime_grant_hooks(layout, options)
+        supervisor = Supervisor(layout, options, components, missing, extra, echo=True,
+                                before_start=before_start, after_stop=after_stop)
         code = asyncio.run(supervisor.run())
-        asyncio.run(revoke_runtime_grant(prepared.grant_id))
         if code:
             raise StackError(f"the stack did not become ready; see {layout.stack_log}")
         return read_state(layout) or {}
     argv = [sys.executable, "-m", "metallo.devstack", "supervise", "--executor", chosen,
-            "--edge-port", str(edge_port), "--grant-id", prepared.grant_id,
-            "--ca-file", str(prepared.ca_file)]
+            "--edge-port", str(edge_port), "--ca-file", str(prepared.ca_file)]
+    if kubernetes:
+        argv.append("--kubernetes")
     layout.logs.mkdir(parents=True, exist_ok=True)
     with open(layout.logs / "supervisor.out", "ab") as out:
         proc = subprocess.Popen(argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL, stdout=out,
@@ -183,12 +184,19 @@ def tail_lines(path: Path, count: int) -> str:
         return ""
 
 
-def warn_active_runs(say=print) -> int:
+def stack_options(state: dict) -> Options:
+    """The broker and namespace a stack with this ``state`` runs on."""
+    return Options(executor=state.get("executor") or "local",
+                   amqp_url=state.get("amqp_url") or Options.amqp_url,
+                   topology_prefix=state.get("topology_prefix") or "")
+
+
+def warn_active_runs(options: Options, say=print) -> int:
     """Say how many Runs are still active before the stack stops (a new user's Run
     failed when its stage-out found the lab Git server gone); return that count (0
-    also when the database cannot tell: stopping goes on regardless)."""
+    also when Execution Core cannot tell: stopping goes on regardless)."""
     try:
-        active = asyncio.run(count_active_runs())
+        active = asyncio.run(count_active_runs(options))
     except Exception:  # noqa: BLE001 - only a courtesy: nothing may keep the stack running
         return 0
     if active:
@@ -210,7 +218,7 @@ def down(say=print) -> bool:
     pid = state.get("pid")
     was_running = process_alive(pid, "metallo.devstack")
     if was_running:
-        warn_active_runs(say)
+        warn_active_runs(stack_options(state), say)
         say(f"stopping the dev stack (supervisor pid {pid})")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + DOWN_TIMEOUT_SECONDS
@@ -221,18 +229,19 @@ def down(say=print) -> bool:
             os.killpg(pid, signal.SIGKILL)
     # Children left by a supervisor that was killed: stop them by their recorded pid.
     for name, comp in (state.get("components") or {}).items():
-        if process_alive(comp.get("pid"), name):
+        if process_alive(comp.get("pid"), comp.get("module", name)):
             say(f"stopping leftover {name} (pid {comp['pid']})")
             os.kill(comp["pid"], signal.SIGTERM)
             was_running = True
-    grant_id = state.get("grant_id")
-    if grant_id:
-        try:
-            if asyncio.run(revoke_runtime_grant(grant_id)):
-                say(f"revoked runtime grant {grant_id}")
-        except (TimeoutError, OSError, SQLAlchemyError, PostgresError) as exc:
-            say(f"could not revoke runtime grant {grant_id} ({type(exc).__name__}); it expires "
-                "by itself, or revoke it with `metallo site grant revoke`")
+    state = read_state(layout) or state  # the supervisor's last word on the grants
+    for key in ("grant_id", "k8s_grant_id"):
+        grant_id = state.get(key)
+        if grant_id and state.get(key.replace("_id", "_revoked")):
+            say(f"revoked runtime grant {grant_id}")
+        elif grant_id:
+            say(f"runtime grant {grant_id} was not revoked (Site Coordination stopped first); "
+                "it expires by itself, or revoke it with `metallo site grant revoke` while the "
+                "platform runs")
     state.update(status="stopped", pid=None)
     layout.state_file.write_text(json.dumps(state, indent=2, sort_keys=True))
     say("the dev stack is stopped")

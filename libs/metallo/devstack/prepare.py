@@ -1,23 +1,21 @@
 """Everything ``dev up`` does before starting processes: reach PostgreSQL and
 RabbitMQ, migrate each service database, make the development TLS certificate,
-the lab Git operator token and Git credentials, and a ``psb_`` command grant for
-the Site Runtime (seed 004 §4B). Idempotent except the grant (a new one each up;
-``down`` revokes it)."""
+the lab Git operator token and Git credentials. Idempotent. The Site Runtime's
+``psb_`` command grant (seed 004 §4B) is asked of Site Coordination once it
+serves (``devstack.operator``, called by the supervisor)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import secrets
+import shutil
 import socket
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from metallo.devstack.components import Options, runnable
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
-
-GRANT_SECONDS = 7 * 86400  # a dev grant outlives a working week, never a dev machine's year
 
 
 class PrepareError(Exception):
@@ -84,7 +82,7 @@ async def migrate_all(say=print) -> list[str]:
 
 def ensure_certificates(layout: Layout) -> Path:
     """The development CA and server certificate for 127.0.0.1/localhost; the CA path."""
-    from site_coordination.adaptors.edge.tls import make_dev_certificates
+    from metallo.dev_certificates import make_dev_certificates
 
     ca = layout.certs / "ca.pem"
     if not (ca.exists() and (layout.certs / "server.pem").exists()
@@ -104,61 +102,6 @@ def ensure_git_credentials(layout: Layout, options: Options) -> None:
         {f"127.0.0.1:{options.edge_port}": {"username": "operator", "secret": token}}))
 
 
-@asynccontextmanager
-async def _site_transactions():
-    from metallo.persistence.engine import create_engine, session_factory
-    from site_coordination.adaptors.postgres_store import PostgresSiteStore
-    from site_coordination.adaptors.settings import Settings
-
-    engine = create_engine(Settings.from_environment().database_url, pool_size=1)
-    sessions = session_factory(engine)
-
-    @asynccontextmanager
-    async def transaction():
-        async with sessions.begin() as session:
-            yield PostgresSiteStore(session)
-
-    try:
-        yield transaction
-    finally:
-        await engine.dispose()
-
-
-async def create_runtime_grant(layout: Layout, options: Options) -> str:
-    """A new ``psb_`` grant for (site, slurm) written to ``secrets/runtime-grant`` (0600);
-    returns its grant id."""
-    from site_coordination.application.grants import create_command_grant
-
-    async with _site_transactions() as transaction:
-        issued = await create_command_grant(transaction, options.site_id, "slurm", GRANT_SECONDS,
-                                            "metallo dev up: Site Runtime")
-    write_secret(layout.secrets / "runtime-grant", issued.secret + "\n")
-    return issued.grant.grant_id
-
-
-async def revoke_runtime_grant(grant_id: str) -> bool:
-    """Revoke the dev stack's runtime grant (True when it was active)."""
-    from site_coordination.application.grants import revoke_command_grant
-
-    async with _site_transactions() as transaction:
-        return await revoke_command_grant(transaction, grant_id)
-
-
-async def count_active_runs() -> int:
-    """Runs of the dev stack's Execution Core not yet terminal (accepted ones too).
-    Raises the driver's error when its database cannot be reached."""
-    import asyncpg
-
-    from metallo.persistence.engine import database_url
-    from metallo.persistence.wakeups import driver_dsn
-
-    conn = await asyncpg.connect(driver_dsn(database_url("execution_core")), timeout=5)
-    try:
-        return int(await conn.fetchval("SELECT count(*) FROM runs WHERE phase <> 'terminal'"))
-    finally:
-        await conn.close()
-
-
 async def ensure_notifications_queue(options: Options) -> str:
     """Declare the bounded queue bound to every event (``api_notifications.events``,
     :mod:`metallo.messaging.notifications`), standing in for the Go API's bridge so
@@ -174,11 +117,11 @@ async def ensure_notifications_queue(options: Options) -> str:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What ``prepare`` made: migrated services, CA file, runtime grant id."""
+    """What ``prepare`` made: migrated services and the CA file. The runtime grant is
+    made later by the supervisor, once Site Coordination serves (devstack.operator)."""
 
     migrated: list[str]
     ca_file: Path
-    grant_id: str
 
 
 async def prepare(layout: Layout, options: Options, say=print, fresh: bool = False) -> Prepared:
@@ -188,6 +131,11 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     check_infrastructure()
     if fresh:
         say(f"dropping the dev databases: {', '.join(await drop_all())}")
+        # The Runtimes' journals belong to the streams just dropped: a new stream numbers
+        # its commands from 1 again, which an old journal would refuse as a mismatch.
+        shutil.rmtree(layout.runtime, ignore_errors=True)
+        layout.runtime.mkdir(parents=True, exist_ok=True)
+        say(f"cleared the Site Runtimes' journals under {layout.runtime}")
     say("migrating the service databases")
     migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
@@ -196,6 +144,10 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     ca = await asyncio.to_thread(ensure_certificates, layout)
     say(f"development CA: {ca}")
     ensure_git_credentials(layout, options)
-    grant_id = await create_runtime_grant(layout, options)
-    say(f"runtime command grant {grant_id} for {options.site_id}/slurm")
-    return Prepared(migrated, ca, grant_id)
+    if options.kubernetes:
+        # The Kubernetes lab runs Pods as member users: they read the CA (public) here.
+        public = layout.root / "public"
+        public.mkdir(mode=0o755, exist_ok=True)
+        (public / "ca.pem").write_bytes(ca.read_bytes())
+        (public / "ca.pem").chmod(0o644)
+    return Prepared(migrated, ca)

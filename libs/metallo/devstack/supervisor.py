@@ -6,6 +6,12 @@ foreground) the terminal. A child that exits while the stack runs is restarted
 after a growing pause (1, 2, 4 … 30 s); after 5 restarts within 120 s it is left
 stopped and marked ``failed``. SIGTERM/SIGINT stop the children in reverse start
 order (SIGTERM, then SIGKILL after 15 s). ``state.json`` says what runs.
+
+Hooks run around one component: ``before_start[name]()`` once, just before its
+first start (the components before it are ready), and ``after_stop[name]()``
+just after it stopped (the components after it in the order still run); what a
+hook returns is added to ``state.json``. The Site Runtime's command grant is
+made and revoked this way, while Site Coordination serves.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import signal
 import ssl
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,17 +54,25 @@ class Child:
     reader: asyncio.Task | None = None
 
 
+# A hook around one component: returns entries for state.json (see module doc).
+Hook = Callable[[], Awaitable[dict]]
+
+
 class Supervisor:
     """Runs ``components`` until :meth:`stop`; writes ``state.json`` on every change."""
 
     def __init__(self, layout: Layout, options: Options, components: list[Component],
-                 missing: list[str], extra_state: dict, echo: bool):
+                 missing: list[str], extra_state: dict, echo: bool,
+                 before_start: dict[str, Hook] | None = None,
+                 after_stop: dict[str, Hook] | None = None):
         self.layout = layout
         self.options = options
         self.children = [Child(c) for c in components]
         self.missing = missing
         self.extra_state = extra_state
         self.echo = echo
+        self.before_start = dict(before_start or {})
+        self.after_stop = dict(after_stop or {})
         self.stopping = asyncio.Event()
         self.status = "starting"
         # Open for the supervisor's whole life (closed at the end of run()).
@@ -86,7 +101,8 @@ class Supervisor:
             "missing": self.missing, "logs": str(self.layout.logs),
             "components": {c.component.name: {
                 "pid": c.process.pid if c.process and c.process.returncode is None else None,
-                "state": c.state, "restarts": len(c.restarts),
+                "state": c.state, "restarts": len(c.restarts), "ops_url": c.component.ops_url,
+                "module": c.component.module,
                 "log": str(self.layout.logs / f"{c.component.name}.log")} for c in self.children},
             **self.extra_state,
         }
@@ -188,6 +204,9 @@ class Supervisor:
         for child in self.children:
             if self.stopping.is_set():
                 break
+            if not await self._hook(self.before_start, child.component.name, "before starting"):
+                ok = False
+                break
             await self._spawn(child)
             watchers.append(asyncio.create_task(self._watch(child)))
             if not await self._mark_ready(child):
@@ -211,25 +230,44 @@ class Supervisor:
         self._log.close()
         return 0 if ok else 1
 
+    async def _hook(self, hooks: dict[str, Hook], name: str, when: str) -> bool:
+        """Run the hook of ``name`` (once) and keep what it returns; False when it failed."""
+        hook = hooks.pop(name, None)
+        if hook is None:
+            return True
+        try:
+            self.extra_state.update(await hook())
+        except Exception as exc:  # noqa: BLE001 - said in the log; the caller decides
+            self.line("supervisor", f"{when} {name}: {type(exc).__name__}: {exc}")
+            return False
+        self.write_state()
+        return True
+
     async def stop_children(self) -> None:
-        """SIGTERM in reverse order, each given STOP_GRACE_SECONDS, then SIGKILL."""
+        """SIGTERM in reverse order, each given STOP_GRACE_SECONDS, then SIGKILL; each
+        component's ``after_stop`` hook runs once it stopped."""
         for child in reversed(self.children):
-            proc = child.process
-            if proc is None or proc.returncode is not None:
-                child.state = "stopped"
-                continue
-            self.line("supervisor", f"stopping {child.component.name} (pid {proc.pid})")
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_GRACE_SECONDS)
-            except TimeoutError:
-                self.line("supervisor", f"{child.component.name} ignored SIGTERM; killing it")
-                proc.kill()
-                await proc.wait()
-            if child.reader:
-                await asyncio.gather(child.reader, return_exceptions=True)
+            await self._stop(child)
+            await self._hook(self.after_stop, child.component.name, "after stopping")
+
+    async def _stop(self, child: Child) -> None:
+        """Stop one child (SIGTERM, SIGKILL after STOP_GRACE_SECONDS)."""
+        proc = child.process
+        if proc is None or proc.returncode is not None:
             child.state = "stopped"
-            self.write_state()
+            return
+        self.line("supervisor", f"stopping {child.component.name} (pid {proc.pid})")
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_GRACE_SECONDS)
+        except TimeoutError:
+            self.line("supervisor", f"{child.component.name} ignored SIGTERM; killing it")
+            proc.kill()
+            await proc.wait()
+        if child.reader:
+            await asyncio.gather(child.reader, return_exceptions=True)
+        child.state = "stopped"
+        self.write_state()
 
 
 async def queue_exists(amqp_url: str, queue: str) -> bool:

@@ -12,6 +12,7 @@ guide: docs/governance.md) stands in for Beto (Project authority) and Waldur
 from metallo.governance.file import GovernanceError, GovernanceFile, parse_governance
 from metallo.governance.model import (
     CAPABILITIES,
+    OPERATOR_CAPABILITIES,
     Binding,
     Governance,
     Member,
@@ -21,6 +22,7 @@ from metallo.governance.model import (
 
 __all__ = [
     "CAPABILITIES",
+    "OPERATOR_CAPABILITIES",
     "Binding",
     "Governance",
     "GovernanceError",

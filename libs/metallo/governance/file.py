@@ -89,6 +89,9 @@ def _reference_problems(doc: Document) -> list[Problem]:
             if mid not in members:
                 out.append(doc.problem(("projects", pid, "members", mid),
                                        f"unknown member {mid!r}", key=True))
+    for mid in _mapping(data.get("operators")):
+        if mid not in members:
+            out.append(doc.problem(("operators", mid), f"unknown member {mid!r}", key=True))
     return out
 
 
@@ -131,6 +134,8 @@ def _build(data: dict) -> Governance:
         projects=MappingProxyType(projects),
         members=MappingProxyType(members),
         sites=MappingProxyType(sites),
+        operators=MappingProxyType({mid: frozenset(caps) for mid, caps
+                                    in (data.get("operators") or {}).items()}),
     )
 
 

@@ -14,16 +14,21 @@ from types import MappingProxyType
 from typing import Literal
 
 Capability = Literal[
-    "runs.launch", "runs.read", "runs.cancel",
+    "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
     "workloads.prepare", "workloads.read",
 ]
 
 CAPABILITIES: tuple[str, ...] = (
-    "runs.launch", "runs.read", "runs.cancel",
+    "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
     "workloads.prepare", "workloads.read",
 )
+
+# Platform-wide operator capabilities (the governance file's ``operators`` section),
+# held by a member regardless of Project: they act on Sites and the whole platform.
+OperatorCapability = Literal["sites.grants", "sites.drain", "platform.read"]
+OPERATOR_CAPABILITIES: tuple[str, ...] = ("sites.grants", "sites.drain", "platform.read")
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class Governance:
     projects: Mapping[str, Project]
     members: Mapping[str, Member]
     sites: Mapping[str, Site]
+    operators: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
 
     def project(self, project_id: str) -> Project | None:
         """The Project with this id, or None."""
@@ -110,6 +116,12 @@ class Governance:
         if p is None:
             return False
         return capability in p.capabilities.get(member_id, frozenset())
+
+    def is_operator(self, member_id: str, capability: str) -> bool:
+        """Whether ``member_id`` currently holds the platform-wide operator
+        ``capability`` (``sites.grants``, ``sites.drain``, ``platform.read``);
+        False for an unknown member or capability."""
+        return capability in self.operators.get(member_id, frozenset())
 
     def binding(self, member_id: str, site_id: str) -> Binding | None:
         """The member's account binding at the Site, or None."""

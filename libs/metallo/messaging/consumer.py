@@ -35,6 +35,7 @@ from metallo.messaging.errors import PoisonMessage
 from metallo.messaging.registry import load_all_messages
 from metallo.messaging.relay import backoff_seconds
 from metallo.messaging.topology import Topology
+from metallo.operations.metrics import DEAD_LETTERED, REDELIVERED, RETRIED
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,17 @@ class QueueConsumer:
         # may reorder concurrent deliveries).
         self._consumer_tag = await queue.consume(self._on_message)
 
+    async def connected(self, timeout: float = 2.0) -> bool:
+        """True while this consumer's RabbitMQ connection is up (readiness)."""
+        return self._broker is not None and await self._broker.ping(timeout)
+
+    async def attached(self, timeout: float = 2.0) -> bool:
+        """True while connected and subscribed to the queue (readiness: a service
+        whose consumer is not attached takes no work)."""
+        if self._consumer_tag is None or self._closing:
+            return False
+        return await self.connected(timeout)
+
     @property
     def broker(self) -> RabbitBroker:
         """The connected broker (for publishing replies beside the consumer)."""
@@ -229,6 +241,8 @@ class QueueConsumer:
             # afresh; the old channel's unacked deliveries are redelivered anyway.
             acks = self._acks = _Acks(incoming.channel, hold=max(1, (self.prefetch or 64) // 2))
         acks.received(incoming)
+        if incoming.redelivered:
+            REDELIVERED.labels(self.queue_name).inc()
         key = str((incoming.headers or {}).get("x-metallo-aggregate") or incoming.message_id or "")
         lane = zlib.crc32(key.encode()) % len(self._lanes)
         self._lanes[lane].put_nowait(incoming)  # unbounded (prefetch bounds it): no await
@@ -299,6 +313,7 @@ class QueueConsumer:
         headers = dict(incoming.headers or {})
         headers["x-metallo-dead-reason"] = reason[:500]
         headers["x-metallo-source-queue"] = self.queue_name
+        DEAD_LETTERED.labels(self.queue_name).inc()
         await self._republish(incoming, f"{self.queue_name}.dlq", headers)
         await self._settle([incoming])
 
@@ -312,6 +327,7 @@ class QueueConsumer:
         headers["x-metallo-retries"] = tries
         headers["x-metallo-last-error"] = error[:500]
         delay = backoff_seconds(tries, base=self.retry_base_seconds, cap=30.0)
+        RETRIED.labels(self.queue_name).inc()
         log.warning("retry %d/%d of %s from %s in %.1fs: %s", tries, self.max_retries, incoming.message_id, self.queue_name, delay, error)
         await self._republish(incoming, f"{self.queue_name}.retry", headers, expiration=delay)
         await self._settle([incoming])

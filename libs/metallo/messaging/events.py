@@ -107,6 +107,11 @@ class EventConsumer:
         )
         await self._consumer.start()
 
+    @property
+    def queue_consumers(self) -> list[QueueConsumer]:
+        """The event queue's consumer (empty before :meth:`start`)."""
+        return [self._consumer] if self._consumer is not None else []
+
     async def stop(self) -> None:
         """Stop consuming; deliveries not yet acked are redelivered later."""
         if self._consumer is not None:

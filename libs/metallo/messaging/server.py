@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 from google.protobuf.any_pb2 import Any as AnyMessage
@@ -34,6 +36,7 @@ from metallo.messaging.outbox import Outbox
 from metallo.messaging.registry import full_name
 from metallo.messaging.schema import command_receipts
 from metallo.messaging.topology import CONTENT_TYPE, Topology, contract_version, request_routing_key
+from metallo.operations.metrics import record_request
 from metallo.persistence.engine import session_factory
 from metallo.persistence.prebuilt import insert_statement
 
@@ -42,6 +45,8 @@ _SAVED_OUTCOME = select(command_receipts.c.fingerprint, command_receipts.c.outco
     command_receipts.c.command_id == bindparam("w_command_id")
 )
 log = logging.getLogger(__name__)
+# The Outcome decided for the delivery being handled (read by the request metrics).
+_DECIDED: ContextVar[common_pb2.Outcome | None] = ContextVar("decided", default=None)
 
 Handler = Callable[..., Awaitable[Message]]
 Before = Callable[[Message], Awaitable[Any]]
@@ -126,7 +131,7 @@ class CommandServer:
                 self.topology.command_queue(self.context),
                 exchange=self.topology.commands_exchange,
                 routing_keys=[f"{self.context}.command.#"],
-                handle=self._handle_command,
+                handle=self._measured("command", self._handle_command),
                 prefetch=self.prefetch,
             ),
             QueueConsumer(
@@ -135,17 +140,42 @@ class CommandServer:
                 self.topology.query_queue(self.context),
                 exchange=self.topology.commands_exchange,
                 routing_keys=[f"{self.context}.query.#"],
-                handle=self._handle_query,
+                handle=self._measured("query", self._handle_query),
                 prefetch=self.prefetch,
             ),
         ]
         for consumer in self._consumers:
             await consumer.start()
 
+    @property
+    def queue_consumers(self) -> list[QueueConsumer]:
+        """The command and query queues' consumers (empty before :meth:`start`)."""
+        return list(self._consumers)
+
     async def stop(self) -> None:
         """Stop consuming; deliveries not yet acked are redelivered to the next server."""
         for consumer in self._consumers:
             await consumer.stop()
+
+    def _measured(self, kind: str, handle):
+        """``handle`` counted in ``metallo_requests`` and timed (metallo.operations.metrics)."""
+        async def run(envelope: Envelope, incoming) -> None:
+            token, start = _DECIDED.set(None), time.perf_counter()
+            message = full_name(envelope.message)
+            try:
+                await handle(envelope, incoming)
+            except Exception:
+                record_request(self.context, kind, message, time.perf_counter() - start, "failed")
+                raise
+            else:
+                outcome = _DECIDED.get()
+                refused = outcome is not None and outcome.WhichOneof("result") == "rejected"
+                record_request(self.context, kind, message, time.perf_counter() - start,
+                               "rejected" if refused else "accepted",
+                               outcome.rejected.code if refused else "")
+            finally:
+                _DECIDED.reset(token)
+        return run
 
     async def _handle_command(self, envelope: Envelope, _incoming) -> None:
         name = full_name(envelope.message)
@@ -235,6 +265,7 @@ class CommandServer:
             await self._reply(session, envelope, outcome)
 
     async def _reply(self, session: AsyncSession, envelope: Envelope, outcome: common_pb2.Outcome) -> None:
+        _DECIDED.set(outcome)
         if envelope.reply_to:
             await self.outbox.send_reply(
                 session, outcome, reply_to=envelope.reply_to, correlation_id=envelope.correlation_id
@@ -250,6 +281,7 @@ class CommandServer:
                 outcome = accepted(await handler(session, envelope.message))
         except Rejected as exc:
             outcome = rejected(exc.code, exc.message, exc.details)
+        _DECIDED.set(outcome)
         if envelope.reply_to:
             await self._consumers[1].broker.publish(
                 outcome.SerializeToString(deterministic=True),

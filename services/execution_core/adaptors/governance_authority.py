@@ -58,3 +58,11 @@ class GovernanceAuthority:
         """The member's Site account binding from the current file, or None."""
         b = self._current().binding(member, site_id)
         return None if b is None else Binding(site_username=b.site_username, account=b.account)
+
+    def is_operator(self, member: str, capability: str) -> bool:
+        """The ``operators`` section now; AuthorityUnavailable if unreadable."""
+        return self._current().is_operator(member, capability)
+
+    def site_known(self, site_id: str) -> bool:
+        """Whether the current file names the Site; AuthorityUnavailable if unreadable."""
+        return self._current().site(site_id) is not None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
-from execution_core.application import log_reads, reconcile, requests, results
+from execution_core.application import log_reads, operators, reconcile, requests, results
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
+    OperatorAuthority,
     ProjectAuthority,
     RunStore,
+    SiteDrainStore,
 )
+from execution_core.application.rerun import rerun_run
 from execution_core.application.settings import Settings
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import CommandServer, EventConsumer
@@ -25,7 +28,7 @@ def register_requests(
     reads: LogReadStore | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Serve LaunchRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
+    """Serve LaunchRun, RerunRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
     ListRuns, GetRunLogRead (queries) on ``server``."""
     reads = reads or SqlLogReadStore()
     settings = settings or Settings()
@@ -41,6 +44,10 @@ def register_requests(
         return await requests.cancel_run(
             session, cmd, store=store, authority=authority, outbox=outbox
         )
+
+    @server.command(pb.RerunRun)
+    async def rerun(session, cmd):
+        return await rerun_run(session, cmd, store=store, authority=authority, outbox=outbox)
 
     @server.command(pb.ReconcileRun)
     async def reconcile_(session, cmd):
@@ -73,6 +80,29 @@ def register_requests(
         return await log_reads.get_run_log_read(
             session, q, store=store, reads=reads, authority=authority
         )
+
+
+def register_operator_requests(
+    server: CommandServer, drains: SiteDrainStore, authority: OperatorAuthority
+) -> None:
+    """Serve the operator requests DrainSite, ResumeSite (commands) and ListSiteDrains,
+    CountActiveRuns (queries) on ``server``."""
+
+    @server.command(pb.DrainSite)
+    async def drain(session, cmd):
+        return await operators.drain_site(session, cmd, drains=drains, authority=authority)
+
+    @server.command(pb.ResumeSite)
+    async def resume(session, cmd):
+        return await operators.resume_site(session, cmd, drains=drains, authority=authority)
+
+    @server.query(pb.ListSiteDrains)
+    async def list_drains(session, q):
+        return await operators.list_site_drains(session, q, drains=drains, authority=authority)
+
+    @server.query(pb.CountActiveRuns)
+    async def count_active(session, q):
+        return await operators.count_active_runs(session, q, drains=drains, authority=authority)
 
 
 def register_events(

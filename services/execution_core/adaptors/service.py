@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from execution_core.adaptors.messaging import register_events, register_requests
+from execution_core.adaptors.messaging import (
+    register_events,
+    register_operator_requests,
+    register_requests,
+)
 from execution_core.adaptors.run_store import SqlRunStore
+from execution_core.adaptors.site_drain_store import SqlSiteDrainStore
 from execution_core.adaptors.tables import RUNS_DUE_CHANNEL, RUNS_DUE_PLAN, RUNS_DUE_SUPERVISE
 from execution_core.adaptors.workload_portfolio import PortfolioRevisions
 from execution_core.application.faults import FaultHook, no_fault
@@ -68,6 +73,8 @@ class ExecutionCore:
         register_requests(
             self.server, self.store, self.authority, self.outbox, settings=self.settings
         )
+        self.drains = SqlSiteDrainStore()
+        register_operator_requests(self.server, self.drains, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(
@@ -89,9 +96,11 @@ class ExecutionCore:
             self.outbox,
             self.settings,
             fault=self.fault,
+            drains=self.drains,
         )
         self.supervisor = RunSupervisor(
-            self.sessions, self.store, self.outbox, self.settings, fault=self.fault
+            self.sessions, self.store, self.outbox, self.settings, fault=self.fault,
+            drains=self.drains,
         )
         # A Run made due (trigger, migrations 0004 and 0006) ends the idle wait of the
         # worker its phase concerns: 'plan' the launch worker, 'supervise' the supervisor.

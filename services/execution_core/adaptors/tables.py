@@ -10,6 +10,8 @@
 - ``run_transitions``: each change of a Run's state dimensions, with the Run's
   version, written in the transaction that made it (seed 002 §9.2);
 - ``run_decisions``: operators' reconciliation decisions (``mark-lost``), append-only;
+- ``site_drains``: Sites an operator is draining (planning gives them no new
+  Attempts; ``docs/operators.md``), one row per draining Site;
 - ``log_reads``: one row per private Run log read with its ``read-log`` Site
   command id, its deadline and, once the Site answered, the text (seed 001);
 - the messaging tables (outbox, inbox, command receipts).
@@ -70,6 +72,7 @@ runs = Table(
     Column("launch_key", Text),
     Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("repository_commit", Text, nullable=False, server_default=""),
+    Column("rerun_of", Text, nullable=False, server_default=""),  # lineage (RerunRun)
     # Planned execution specification and target (immutable once planned).
     Column("action", Text, nullable=False, server_default=""),
     Column("action_type", Text, nullable=False, server_default=""),
@@ -245,4 +248,13 @@ log_reads = Table(
     Column("next_offset", BigInteger, nullable=True),
     Column("log_size", BigInteger, nullable=True),
     Index("log_reads_created_at", "created_at"),
+)
+
+site_drains = Table(
+    "site_drains",
+    metadata,
+    Column("site_id", Text, primary_key=True),
+    Column("drained_by", Text, nullable=False),
+    Column("reason", Text, nullable=False, server_default=""),
+    _now_column("drained_at"),
 )

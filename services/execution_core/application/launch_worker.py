@@ -32,6 +32,7 @@ from execution_core.application.ports import (
     RevisionNotFound,
     RevisionUnavailable,
     RunStore,
+    SiteDrainStore,
     WorkloadRevisions,
 )
 from execution_core.application.projection import run_completed
@@ -61,6 +62,7 @@ class LaunchWorker(PollingWorker):
         *,
         owner: str = "launch-worker",
         fault: FaultHook = no_fault,
+        drains: SiteDrainStore | None = None,
     ):
         self.sessions = sessions
         self.store = store
@@ -70,6 +72,7 @@ class LaunchWorker(PollingWorker):
         self.settings = settings
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
+        self.drains = drains  # None: no Site is ever draining (planning tests)
 
     @property
     def poll_seconds(self) -> float:
@@ -141,6 +144,7 @@ class LaunchWorker(PollingWorker):
         except AuthorityUnavailable as exc:
             return Wait(reasons.WAIT_GOVERNANCE_UNAVAILABLE, str(exc))
         in_project, per_site = await self.store.count_active(session, run["project"])
+        draining = await self.drains.draining_ids(session) if self.drains else frozenset()
         return plan(
             PlanningInput(
                 project=run["project"],
@@ -152,6 +156,7 @@ class LaunchWorker(PollingWorker):
                 active_in_project=in_project,
                 active_per_site=per_site,
                 repository_commit=run["repository_commit"],
+                draining=draining,
             )
         )
 

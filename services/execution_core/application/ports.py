@@ -290,3 +290,53 @@ class LogReadStore(Protocol):
         """Delete at most ``limit`` reads created before ``before`` that are no longer
         pending; return how many."""
         ...
+
+
+class SiteDrainStore(Protocol):
+    """Draining Sites and platform-wide counts (``adaptors.site_drain_store``).
+    Every method runs in the caller's transaction."""
+
+    async def drain(self, session: AsyncSession, site_id: str, member: str,
+                    reason: str) -> tuple[dict, bool]:
+        """Mark draining; (row with site_id, drained_by, reason, drained_at; already)."""
+        ...
+
+    async def resume(self, session: AsyncSession, site_id: str) -> bool:
+        """Stop draining; True when the Site was draining."""
+        ...
+
+    async def drains(self, session: AsyncSession) -> list[dict]:
+        """Every draining Site's row."""
+        ...
+
+    async def draining_ids(self, session: AsyncSession) -> frozenset[str]:
+        """Ids of the draining Sites."""
+        ...
+
+    async def is_draining(self, session: AsyncSession, site_id: str) -> bool:
+        """Whether the Site is draining."""
+        ...
+
+    async def active_runs_by_site(self, session: AsyncSession) -> dict[str, int]:
+        """Runs not terminal yet per target Site."""
+        ...
+
+    async def count_active(self, session: AsyncSession) -> int:
+        """Runs of the whole platform not terminal yet (accepted ones too)."""
+        ...
+
+    async def wake_held(self, session: AsyncSession, site_id: str, code: str) -> int:
+        """Make due now the Runs waiting with ``code`` (for this Site); how many."""
+        ...
+
+
+class OperatorAuthority(Protocol):
+    """Platform-wide operator capabilities and governed Sites (governance port)."""
+
+    def is_operator(self, member: str, capability: str) -> bool:
+        """Whether ``member`` holds the operator ``capability`` now."""
+        ...
+
+    def site_known(self, site_id: str) -> bool:
+        """Whether the governance file names the Site."""
+        ...

@@ -123,6 +123,7 @@ def run_message(
         spec_digest=r["spec_digest"],
         cancel_reason=r["cancel_reason"],
         cancelled_by=r["cancelled_by"],
+        rerun_of=r.get("rerun_of") or "",
         version=r["version"],
         max_attempts=r["max_attempts"],
         waiting_reason=_waiting_reason(r),

@@ -130,24 +130,31 @@ async def launch_run(
                 run_id=existing["run_id"], phase=existing["phase"], version=existing["version"]
             )
 
-    run_id = str(uuid.uuid4())
-    labels = dict(cmd.labels)
-    await store.insert_run(
+    return await accept_run(
         session,
+        store,
+        outbox,
         {
-            "run_id": run_id,
             "project": meta.project,
             "workload_id": cmd.workload_id,
             "revision": cmd.revision,
             "initiating_member": meta.acting_member,
             "launch_command_id": meta.command_id,
             "launch_key": cmd.launch_key or None,
-            "labels": labels,
+            "labels": dict(cmd.labels),
             "repository_commit": cmd.repository_commit,
-            "phase": s.PHASE_ACCEPTED,
-            "desired_state": s.DESIRED_RUN,
         },
     )
+
+
+async def accept_run(
+    session: AsyncSession, store: RunStore, outbox: MessageOutbox, values: dict
+) -> pb.LaunchRunReply:
+    """Insert a new Run in phase ``accepted`` from ``values`` (the launch's columns), with its
+    first transition and ``RunAccepted``, in the caller's transaction; return the reply."""
+    run_id = str(uuid.uuid4())
+    values = {**values, "run_id": run_id, "phase": s.PHASE_ACCEPTED, "desired_state": s.DESIRED_RUN}
+    await store.insert_run(session, values)
     await record_transition(
         session,
         store,
@@ -164,13 +171,13 @@ async def launch_run(
         session,
         pb.RunAccepted(
             run_id=run_id,
-            project=meta.project,
-            workload_id=cmd.workload_id,
-            revision=cmd.revision,
-            initiating_member=meta.acting_member,
-            launch_command_id=meta.command_id,
-            launch_key=cmd.launch_key,
-            labels=labels,
+            project=values["project"],
+            workload_id=values["workload_id"],
+            revision=values["revision"],
+            initiating_member=values["initiating_member"],
+            launch_command_id=values["launch_command_id"],
+            launch_key=values["launch_key"] or "",
+            labels=values["labels"],
         ),
         aggregate_id=f"run:{run_id}",
     )

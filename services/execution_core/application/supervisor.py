@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from execution_core.application.faults import FaultHook, no_fault
-from execution_core.application.ports import MessageOutbox, RunStore
+from execution_core.application.ports import MessageOutbox, RunStore, SiteDrainStore
 from execution_core.application.projection import run_completed
 from execution_core.application.settings import Settings
 from execution_core.application.transitions import record_transition
@@ -81,6 +81,7 @@ class RunSupervisor(PollingWorker):
         *,
         owner: str = "run-supervisor",
         fault: FaultHook = no_fault,
+        drains: SiteDrainStore | None = None,
     ):
         self.sessions = sessions
         self.store = store
@@ -89,6 +90,7 @@ class RunSupervisor(PollingWorker):
         self.timing = settings.timing()
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
+        self.drains = drains  # None: no Site is ever draining
 
     @property
     def poll_seconds(self) -> float:
@@ -126,6 +128,15 @@ class RunSupervisor(PollingWorker):
         except LeaseLost:
             pass
 
+    async def _site_draining(self, session: AsyncSession, run: dict, current: dict | None
+                             ) -> bool:
+        """Whether the Run's Site is draining, asked only when a new Attempt may come
+        (no Attempt yet, or the current one ended): the hot observe path never pays."""
+        if self.drains is None or (current is not None
+                                   and current["state"] not in s.ATTEMPT_TERMINAL):
+            return False
+        return await self.drains.is_draining(session, run["site_id"])
+
     async def step(self, claim: Claim) -> None:
         """Decide and persist one step of the claimed Run, atomically and fenced."""
         async with self.sessions() as session, session.begin():
@@ -152,6 +163,7 @@ class RunSupervisor(PollingWorker):
                 retry_at=run["retry_at"],
                 started=run["started"],
                 retry_on_lost=run["retry_on_lost"],
+                site_draining=await self._site_draining(session, run, current),
             )
             attempt_view = None
             if current is not None:

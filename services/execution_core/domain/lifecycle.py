@@ -90,6 +90,7 @@ class RunView:
     retry_at: datetime | None = None
     started: bool = False
     retry_on_lost: bool = False  # the action's retry.onLost
+    site_draining: bool = False  # an operator drains the Run's target Site: no new Attempt
 
 
 @dataclass(frozen=True)
@@ -532,7 +533,19 @@ def _after_terminal_attempt(
         d.retry_at = retry_at
         d.wake_at = retry_at
         return d
+    if run.site_draining:
+        d.phase = s.PHASE_RETRY_WAIT
+        d.retry_at = retry_at
+        return _held_by_drain(d, now, t)
     return _next_attempt(run, attempt.number + 1, d, now, t)
+
+
+def _held_by_drain(d: Decision, now: datetime, t: Timing) -> Decision:
+    """No new Attempt on a draining Site: wait (visibly) and look again each
+    observe interval; resuming the Site wakes the Run at once."""
+    d.waiting_reason = reasons.WAIT_SITE_DRAINING
+    d.wake_at = now + timedelta(seconds=t.observe_interval)
+    return d
 
 
 def _without_attempt(run: RunView, now: datetime, t: Timing) -> Decision:
@@ -541,9 +554,12 @@ def _without_attempt(run: RunView, now: datetime, t: Timing) -> Decision:
         desired_state=run.desired_state,
         cancel_origin=run.cancel_origin,
         attempt=None,
+        waiting_reason="",
     )
     if run.desired_state == s.DESIRED_CANCEL:
         return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BEFORE_START)
+    if run.site_draining:
+        return _held_by_drain(d, now, t)
     return _next_attempt(run, 1, d, now, t)
 
 

@@ -85,6 +85,7 @@ class PlanningInput:
     active_in_project: int
     active_per_site: dict[str, int]
     repository_commit: str = ""  # hand-off override (LaunchRun.repository_commit)
+    draining: frozenset[str] = frozenset()  # Site ids an operator is draining
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,8 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     Project's Sites of the action's environment, a Site must bind the member,
     allow the wall time and offer the GPU class (else a definite Rejection with
     the first failing reason); one of those must be ready (else Wait
-    ``site-not-ready``); the Project's and the Site's concurrent-Run limits must
+    ``site-not-ready``); one of the ready ones must not be draining (else Wait
+    ``site-draining``); the Project's and the Site's concurrent-Run limits must
     leave room (else Wait ``concurrent-run-limit``). Among the remaining Sites the
     one with the fewest active Runs is chosen (ties by Site id).
     """
@@ -284,6 +286,11 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     ready = [s for s in eligible if s.ready]
     if not ready:
         return Wait(reasons.WAIT_SITE_NOT_READY, "no eligible Site is ready")
+    undrained = [s for s in ready if s.site_id not in inp.draining]
+    if not undrained:
+        return Wait(reasons.WAIT_SITE_DRAINING,
+                    "every eligible Site is draining: " + ", ".join(s.site_id for s in ready))
+    ready = undrained
     if inp.project_run_limit is not None and inp.active_in_project >= inp.project_run_limit:
         return Wait(
             reasons.WAIT_CONCURRENT_RUN_LIMIT, "the Project's concurrent-Run limit is reached"

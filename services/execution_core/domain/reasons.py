@@ -30,6 +30,7 @@ PLANNING_TIMED_OUT = "planning-timed-out"
 
 # Temporary planning conditions: planning waits and retries at a durable time.
 WAIT_SITE_NOT_READY = "site-not-ready"
+WAIT_SITE_DRAINING = "site-draining"
 WAIT_CONCURRENT_RUN_LIMIT = "concurrent-run-limit"
 WAIT_WORKLOAD_PORTFOLIO_UNAVAILABLE = "workload-portfolio-unavailable"
 WAIT_GOVERNANCE_UNAVAILABLE = "governance-unavailable"

@@ -10,13 +10,14 @@ from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.adaptors.projection import pipeline_message
 from pipeline_coordination.application import requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority
+from pipeline_coordination.domain.rerun import rerun_steps
 
 
 def register_requests(server: CommandServer, store: PipelineStore, authority: ProjectAuthority,
                       policy: RepositoryPolicy | None = None) -> None:
-    """StartPipeline, StopPipeline (commands); GetPipeline, ListPipelines (queries).
-    ``policy``: the repository policy StartPipeline checks first (None: only Workload
-    Portfolio's check, when it prepares)."""
+    """StartPipeline, RerunPipeline, StopPipeline (commands); GetPipeline, ListPipelines
+    (queries). ``policy``: the repository policy StartPipeline checks first (None: only
+    Workload Portfolio's check, when it prepares)."""
 
     @server.command(pb.StartPipeline)
     async def start(session, cmd: pb.StartPipeline) -> pb.StartPipelineReply:
@@ -31,8 +32,26 @@ def register_requests(server: CommandServer, store: PipelineStore, authority: Pr
             branch=cmd.branch,
             actions=list(cmd.actions),
             policy=policy,
+            max_active=cmd.max_active,
         )
         return pb.StartPipelineReply(pipeline_id=pipeline_id, state=state)
+
+    @server.command(pb.RerunPipeline)
+    async def rerun(session, cmd: pb.RerunPipeline) -> pb.RerunPipelineReply:
+        new = await requests.rerun_pipeline(
+            session,
+            store,
+            authority,
+            command_id=cmd.metadata.command_id,
+            project=cmd.metadata.project,
+            member=cmd.metadata.acting_member,
+            pipeline_id=cmd.pipeline_id,
+            failed_only=cmd.failed_only,
+            max_active=cmd.max_active,
+        )
+        return pb.RerunPipelineReply(
+            pipeline_id=new.pipeline_id, state=new.state, rerun_of=new.rerun_of, rerun_steps=rerun_steps(new)
+        )
 
     @server.command(pb.StopPipeline)
     async def stop(session, cmd: pb.StopPipeline) -> pb.StopPipelineReply:

@@ -9,6 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step
+from pipeline_coordination.domain.schedule import counts, partial
 
 
 def _ts(value: datetime | None) -> Timestamp | None:
@@ -43,6 +44,9 @@ def step_message(pipeline_id: str, s: Step) -> pb.PipelineStep:
         launch_attempt=s.launch_attempt,
         started_at=_ts(s.started_at),
         ended_at=_ts(s.ended_at),
+        needs=list(s.needs),
+        when=s.when,
+        carried_from=s.carried_from,
     )
 
 
@@ -71,6 +75,10 @@ def pipeline_message(p: Pipeline, meta: Meta) -> pb.Pipeline:
         version=meta.version,
         last_error=p.last_error,
         request_round=p.request_round,
+        max_active=p.max_active,
+        rerun_of=p.rerun_of,
+        counts=pb.StepCounts(**counts(p)),
+        partial=partial(p),
     )
 
 
@@ -88,4 +96,7 @@ def pipeline_completed(p: Pipeline) -> pb.PipelineCompleted:
         reason_code=p.reason_code,
         initiating_member=p.initiating_member,
         steps=[step_message(p.pipeline_id, s) for s in p.steps],
+        counts=pb.StepCounts(**counts(p)),
+        partial=partial(p),
+        rerun_of=p.rerun_of,
     )

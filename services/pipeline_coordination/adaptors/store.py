@@ -28,7 +28,9 @@ _CLAIM = ClaimStatement(
 
 _PIPELINE_FIELDS = [f.name for f in fields(Pipeline) if f.name not in ("steps", "pipeline_id", "requested_actions")]
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)  # "only when woken"
-_STEP_FIELDS = [f.name for f in fields(Step) if f.name != "index"]
+# The graph (needs, when) and a carried result are written with the step and never updated.
+_GRAPH_FIELDS = ("needs", "when", "carried_from")
+_STEP_FIELDS = [f.name for f in fields(Step) if f.name not in ("index", *_GRAPH_FIELDS)]
 
 
 def _pipeline_values(p: Pipeline) -> dict[str, Any]:
@@ -41,9 +43,19 @@ def _step_values(s: Step) -> dict[str, Any]:
     return {name: getattr(s, name) for name in _STEP_FIELDS}
 
 
+def _new_step_values(s: Step) -> dict[str, Any]:
+    return _step_values(s) | {"needs": list(s.needs), "run_when": s.when, "carried_from": s.carried_from}
+
+
 def _step(row) -> Step:
     m = row._mapping
-    return Step(index=m["step_index"], **{name: m[name] for name in _STEP_FIELDS})
+    return Step(
+        index=m["step_index"],
+        needs=tuple(m["needs"] or ()),
+        when=m["run_when"],
+        carried_from=m["carried_from"],
+        **{name: m[name] for name in _STEP_FIELDS},
+    )
 
 
 def _pipeline(row, steps: tuple[Step, ...]) -> tuple[Pipeline, Meta]:
@@ -76,7 +88,9 @@ class SqlPipelineStore:
             )
         )
         for s in p.steps:
-            await session.execute(insert(pipeline_steps).values(pipeline_id=p.pipeline_id, step_index=s.index, **_step_values(s)))
+            await session.execute(
+                insert(pipeline_steps).values(pipeline_id=p.pipeline_id, step_index=s.index, **_new_step_values(s))
+            )
 
     async def _steps(self, session: AsyncSession, pipeline_ids: list[str]) -> dict[str, tuple[Step, ...]]:
         rows = await session.execute(
@@ -113,8 +127,10 @@ class SqlPipelineStore:
         for s in new.steps:
             if s.index not in before:
                 await session.execute(
-                    insert(pipeline_steps).values(pipeline_id=new.pipeline_id, step_index=s.index, **_step_values(s))
+                    insert(pipeline_steps).values(pipeline_id=new.pipeline_id, step_index=s.index, **_new_step_values(s))
                 )
+            elif any(getattr(before[s.index], f) != getattr(s, f) for f in _GRAPH_FIELDS):
+                raise ValueError(f"pipeline {new.pipeline_id} step {s.index}: the graph is immutable")
             elif before[s.index] != s:
                 await session.execute(
                     update(pipeline_steps)

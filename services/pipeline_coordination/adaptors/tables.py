@@ -4,7 +4,8 @@
   (fenced lease columns, ``active`` + ``next_wake_at``). ``wake_seq`` grows on
   every outside wake (an event, a stop) so a coordinator releasing the row never
   swallows a wake that arrived while it worked.
-- ``pipeline_steps``: the steps in run order, keyed by (pipeline_id, step_index).
+- ``pipeline_steps``: the steps, keyed by (pipeline_id, step_index), each with its
+  ``needs`` and ``run_when`` (the immutable graph: inserted with the step, never updated).
 - the messaging tables (outbox, inbox receipts, command receipts).
 """
 
@@ -56,6 +57,8 @@ pipelines = Table(
     Column("retries", Integer, nullable=False, server_default="0"),
     Column("last_error", Text, nullable=False, server_default=""),
     Column("request_round", Integer, nullable=False, server_default="0"),
+    Column("max_active", Integer, nullable=False, server_default="4"),
+    Column("rerun_of", Text, nullable=False, server_default=""),
     Column("active", Boolean, nullable=False, server_default=text("true")),
     Column("next_wake_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("wake_seq", BigInteger, nullable=False, server_default="0"),
@@ -95,5 +98,9 @@ pipeline_steps = Table(
     Column("started_at", DateTime(timezone=True)),
     Column("ended_at", DateTime(timezone=True)),
     Column("observed_at", DateTime(timezone=True)),
+    # The graph, written once with the step (never updated): indices it needs, and when.
+    Column("needs", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("run_when", Text, nullable=False, server_default="success"),
+    Column("carried_from", Text, nullable=False, server_default=""),
     PrimaryKeyConstraint("pipeline_id", "step_index"),
 )

@@ -18,7 +18,9 @@ from pipeline_coordination.domain.pipeline import PreparedAction
 TEMPORARY = {"source-unavailable", "governance-unavailable"}
 
 
-def _prepared(a) -> PreparedAction:
+def _prepared(a: wp.PrepareActionReply | wp.PreparedAction) -> PreparedAction:
+    """The domain value of PrepareAction's reply, or of one action of PrepareBranch's with its graph."""
+    graph = {"needs": tuple(a.needs), "when": a.when or "success"} if isinstance(a, wp.PreparedAction) else {}
     return PreparedAction(
         action=a.action,
         workload_id=a.workload_id,
@@ -27,6 +29,7 @@ def _prepared(a) -> PreparedAction:
         family=a.family,
         environment=a.environment,
         service_kind=a.service_kind,
+        **graph,
     )
 
 

@@ -39,7 +39,7 @@ from pipeline_coordination.application.ports import (
     Unavailable,
 )
 from pipeline_coordination.application.settings import Settings
-from pipeline_coordination.domain import identities
+from pipeline_coordination.domain import answers, identities, schedule
 from pipeline_coordination.domain import pipeline as d
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class Coordinator:
             p, meta = found
             now = await self.store.now(session)
             new = change(p, now)
-            settled = d.settle(new, now)
+            settled = schedule.settle(new, now)
             new = settled.pipeline
             await self.store.save(session, p, new)
             if settled.completed:
@@ -151,7 +151,7 @@ class Coordinator:
         await self.fault("settled")
         wake_in: float | None = None
         for _ in range(MAX_ROUNDS):
-            step_plan = d.plan(p, now, self.timing)
+            step_plan = schedule.plan(p, now, self.timing)
             effect = step_plan.effect
             if effect is None:
                 wake_in = step_plan.wake_in
@@ -162,9 +162,9 @@ class Coordinator:
             except Unavailable as e:
                 log.info("pipeline %s: %s not answered (%s); retrying later", p.pipeline_id, effect.kind, e)
                 p, wake_seq, now = await self._apply(
-                    claim, lambda p, now, m=str(e), r=e.saved: d.on_temporary_failure(p, m, renew_identity=r)
+                    claim, lambda p, now, m=str(e), r=e.saved: answers.on_temporary_failure(p, m, renew_identity=r)
                 )
-                wake_in = d.retry_delay(p, self.timing)
+                wake_in = schedule.retry_delay(p, self.timing)
                 break
             p, wake_seq, now = await self._apply(claim, change)
         else:
@@ -207,9 +207,9 @@ class Coordinator:
                 prepared, commit = await self.portfolio.prepare_branch(cid, p.project, p.initiating_member, p.repository_url, p.branch)
             except Refused as e:
                 await self.fault("branch-prepared")
-                return lambda p, now, c=e.code, m=e.message: d.on_branch_refused(p, c, m, now)
+                return lambda p, now, c=e.code, m=e.message: answers.on_branch_refused(p, c, m, now)
             await self.fault("branch-prepared")
-            return lambda p, now: d.on_branch_prepared(p, prepared, commit, now)
+            return lambda p, now: answers.on_branch_prepared(p, prepared, commit, now)
 
         step = p.step(effect.step)
         if effect.kind == "pin":
@@ -220,13 +220,13 @@ class Coordinator:
                 )
             except Refused as e:
                 await self.fault("pinned")
-                return lambda p, now, c=e.code, m=e.message: d.on_step_refused(p, step.index, c, m, now)
+                return lambda p, now, c=e.code, m=e.message: answers.on_step_refused(p, step.index, c, m, now)
             await self.fault("pinned")
-            return lambda p, now: d.on_pinned(p, step.index, prepared_action, now)
+            return lambda p, now: answers.on_pinned(p, step.index, prepared_action, now)
 
         if effect.kind == "launch":
             if step.state == d.PINNED:
-                p, _seq, _now = await self._apply(claim, lambda p, now: d.launch_intent(p, step.index))
+                p, _seq, _now = await self._apply(claim, lambda p, now: answers.launch_intent(p, step.index))
                 step = p.step(step.index)
                 if step.state != d.LAUNCHING:
                     return lambda p, now: p  # a stop came first: the launch is fenced
@@ -245,20 +245,20 @@ class Coordinator:
                 run_id = await self.runs.launch(request)
             except Refused as e:
                 await self.fault("launched")
-                return lambda p, now, c=e.code, m=e.message: d.on_step_refused(p, step.index, c, m, now)
+                return lambda p, now, c=e.code, m=e.message: answers.on_step_refused(p, step.index, c, m, now)
             await self.fault("launched")
-            return lambda p, now, c=request.command_id: d.on_launched(p, step.index, run_id, now, c)
+            return lambda p, now, c=request.command_id: answers.on_launched(p, step.index, run_id, now, c)
 
         if effect.kind == "observe":
             try:
                 view = await self.runs.get(p.project, p.initiating_member, step.run_id)
             except Refused as e:
                 log.warning("pipeline %s step %d: GetRun refused (%s)", pid, step.index, e)
-                return lambda p, now: d.on_observed(p, step.index, d.RunView(run_id=step.run_id), now)
-            return lambda p, now: d.on_observed(p, step.index, view, now)
+                return lambda p, now: answers.on_observed(p, step.index, d.RunView(run_id=step.run_id), now)
+            return lambda p, now: answers.on_observed(p, step.index, view, now)
 
         if effect.kind == "service-timeout":
-            return lambda p, now: d.on_service_timeout(p, step.index, self.timing, now)
+            return lambda p, now: answers.on_service_timeout(p, step.index, self.timing, now)
 
         if effect.kind == "cancel":
             member = p.stopped_by or p.initiating_member
@@ -270,9 +270,9 @@ class Coordinator:
                 ended, code = await self.runs.cancel(cid, p.project, member, step.run_id, reason)
             except Refused as e:
                 await self.fault("cancelled")
-                return lambda p, now, c=e.code, m=e.message: d.on_cancel_refused(p, step.index, c, m)
+                return lambda p, now, c=e.code, m=e.message: answers.on_cancel_refused(p, step.index, c, m)
             await self.fault("cancelled")
-            return lambda p, now: d.on_cancel_recorded(p, step.index, ended, code)
+            return lambda p, now: answers.on_cancel_recorded(p, step.index, ended, code)
 
         raise ValueError(f"unknown effect {effect.kind!r}")
 

@@ -26,6 +26,7 @@ from pipeline_coordination.application.ports import (
     PipelineStore,
     ProjectAuthority,
 )
+from pipeline_coordination.domain import answers, graph, rerun
 from pipeline_coordination.domain import pipeline as d
 
 MAX_REASON = d.MAX_REASON
@@ -57,6 +58,7 @@ async def start_pipeline(
     branch: str,
     actions: list[str],
     policy: RepositoryPolicy | None = None,
+    max_active: int = 0,
 ) -> tuple[str, str]:
     """Record a new Pipeline in ``preparing`` with its coordinator work; return (pipeline_id, state).
 
@@ -68,7 +70,7 @@ async def start_pipeline(
     """
     check(authority, project, member, "pipelines.start")
     try:
-        d.validate_start(repository_url, branch, actions)
+        d.validate_start(repository_url, branch, actions, max_active)
     except d.InvalidStart as e:
         raise Rejected("invalid-argument", str(e), {f"problem_{i}": p for i, p in enumerate(e.problems)}) from None
     if policy is not None:
@@ -83,9 +85,43 @@ async def start_pipeline(
         repository_url=repository_url,
         branch=branch,
         requested_actions=tuple(actions),
+        max_active=graph.bounded_max_active(max_active),
     )
     await store.insert(session, p, start_command_id=command_id)
     return p.pipeline_id, p.state
+
+
+async def rerun_pipeline(
+    session: AsyncSession,
+    store: PipelineStore,
+    authority: ProjectAuthority,
+    *,
+    command_id: str,
+    project: str,
+    member: str,
+    pipeline_id: str,
+    failed_only: bool,
+    max_active: int = 0,
+) -> d.Pipeline:
+    """Record a new Pipeline rerunning an ended one's graph (domain/rerun.py); return it (``running``).
+
+    Needs ``pipelines.start`` (each step's Run is launched in the member's name,
+    so Execution Core checks ``runs.launch`` too). Rejections: ``invalid-argument``,
+    ``not-found``, ``pipeline-not-ended``, ``nothing-to-rerun``. The original is
+    read, never changed.
+    """
+    check(authority, project, member, "pipelines.start")
+    original, _meta = await _own(session, store, project, pipeline_id, lock=False)
+    try:
+        new = rerun.rerun(
+            original, pipeline_id=str(uuid.uuid4()), member=member, failed_only=failed_only, max_active=max_active
+        )
+    except rerun.RerunRefused as e:
+        raise Rejected(e.code, str(e)) from None
+    except (ValueError, graph.GraphError) as e:
+        raise Rejected("invalid-argument", str(e)) from None
+    await store.insert(session, new, start_command_id=command_id)
+    return new
 
 
 # A Pipeline id as issued and listed: a lowercase UUID.
@@ -128,7 +164,7 @@ async def stop_pipeline(
     if len(reason) > MAX_REASON:
         raise Rejected("invalid-argument", f"reason is longer than {MAX_REASON} characters")
     p, meta = await _own(session, store, project, pipeline_id, lock=True)
-    new, recorded = d.request_stop(p, member, reason)
+    new, recorded = answers.request_stop(p, member, reason)
     if recorded:
         await store.save(session, p, new)
         await store.wake(session, pipeline_id)
@@ -213,7 +249,7 @@ async def run_completed(
         return False
     if step.launch_attempt != ident.attempt:
         return False
-    new = d.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
+    new = answers.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
     if new == p:
         return False
     await store.save(session, p, new)

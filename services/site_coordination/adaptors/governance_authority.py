@@ -44,3 +44,18 @@ class GovernanceAuthority:
             capabilities=capabilities,
             binding=(binding.site_username, binding.account) if binding else None,
         )
+
+    def is_operator(self, member_id: str, capability: str) -> bool:
+        """The governance file's ``operators`` section now (:class:`OperatorAuthority`)."""
+        return self._current().is_operator(member_id, capability)
+
+    def site_environment(self, site_id: str) -> str | None:
+        """The governed Site's environment, None when the file has no such Site."""
+        site = self._current().site(site_id)
+        return None if site is None else site.environment
+
+    def _current(self):
+        try:
+            return self.file.current()
+        except GovernanceError as exc:  # invalid or unreadable: temporary, not a denial
+            raise AuthorityUnavailable("the governance file is unusable") from exc

@@ -8,6 +8,7 @@ call. The secret is returned once and never stored.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -25,6 +26,8 @@ from site_coordination.domain.grants import (
 )
 from site_coordination.domain.streams import ENVIRONMENTS, StreamKey, check_identifier
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
 # A transaction factory: ``async with transaction() as store: ...`` commits on success.
 Transaction = Callable[[], AbstractAsyncContextManager[SiteStore]]
 
@@ -40,9 +43,24 @@ class IssuedGrant:
 async def create_command_grant(transaction: Transaction, site_id: str, environment: str,
                                expires_in_seconds: int, label: str = "") -> IssuedGrant:
     """Create a grant for the one stream ``(site_id, environment)`` lasting
-    ``expires_in_seconds`` (1 s … 400 days) from PostgreSQL's now.
+    ``expires_in_seconds`` (1 s … 400 days) from PostgreSQL's now, with a new secret.
 
     Raises :class:`Invalid` for a bad site id, environment, duration or label.
+    """
+    secret = new_grant_secret()
+    grant = await create_grant_for_hash(transaction, site_id, environment, expires_in_seconds,
+                                        label, secret_hash(secret))
+    return IssuedGrant(grant=grant, secret=secret)
+
+
+async def create_grant_for_hash(transaction: Transaction, site_id: str, environment: str,
+                                expires_in_seconds: int, label: str,
+                                secret_sha256: str) -> CommandGrant:
+    """Create a grant whose secret only the caller knows: ``secret_sha256`` is the
+    lower-case hex SHA-256 of a ``psb_`` secret the caller made (an operator client
+    over the bus, so no secret travels or is saved with a command receipt).
+
+    Raises :class:`Invalid` for a bad site id, environment, duration, label or hash.
     """
     check_identifier("site_id", site_id)
     if environment not in ENVIRONMENTS:
@@ -51,7 +69,8 @@ async def create_command_grant(transaction: Transaction, site_id: str, environme
         raise Invalid("invalid-duration", "a grant lasts 1 second to 400 days")
     if len(label) > 200:
         raise Invalid("invalid-argument", "label is at most 200 characters")
-    secret = new_grant_secret()
+    if not _SHA256.match(secret_sha256):
+        raise Invalid("invalid-argument", "secret_sha256 must be 64 lower-case hex characters")
     async with transaction() as store:
         now = await store.now()
         grant = CommandGrant(
@@ -62,8 +81,8 @@ async def create_command_grant(transaction: Transaction, site_id: str, environme
             expires_at=now + timedelta(seconds=expires_in_seconds),
             revoked_at=None,
         )
-        await store.insert_grant(grant, secret_hash(secret))
-    return IssuedGrant(grant=grant, secret=secret)
+        await store.insert_grant(grant, secret_sha256)
+    return grant
 
 
 async def revoke_command_grant(transaction: Transaction, grant_id: str) -> bool:

@@ -171,6 +171,20 @@ class ProjectAuthority(Protocol):
         ...
 
 
+class OperatorAuthority(Protocol):
+    """Who operates the platform, and which Sites are governed (governance port)."""
+
+    def is_operator(self, member_id: str, capability: str) -> bool:
+        """Whether the member holds the operator ``capability`` now; raise
+        :class:`AuthorityUnavailable` when the authority cannot answer."""
+        ...
+
+    def site_environment(self, site_id: str) -> str | None:
+        """The governed Site's environment (``slurm``/``k8s``), None when not governed;
+        raise :class:`AuthorityUnavailable` when the authority cannot answer."""
+        ...
+
+
 class SourceControl(Protocol):
     """Repository credentials (GitLab port); bound to the current transaction."""
 

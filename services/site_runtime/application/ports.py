@@ -86,7 +86,7 @@ RECONCILED_SERVICE_KINDS = ("apply", "observe", "terminate", "read-log")
 
 @runtime_checkable
 class QueuedBatchExecutor(Protocol):
-    """Executor of the ``queued-batch`` family (docs/site-runtime.md, Commands).
+    """Executor of the ``queued-batch`` family (docs/site-runtime.md, How a command is handled).
 
     Every method is idempotent for the same command and must never create a second
     native effect for the same Attempt stage (docs/site-runtime.md, Recovery).

@@ -32,9 +32,9 @@ DEFERRALS = MappingProxyType(
         "workspace-unavailable": "The Attempt's private workspace could not be created, read or cleaned up yet; "
         "the action is retried.",
         "runtime-busy": "The Runtime is at its local concurrency limit (local executor: "
-        "RUNTIME_LOCAL_MAX_ACTIVE Attempts); the start waits for a free slot. Sent only by "
-        "Runtimes before 2026-11-30: a busy local Runtime now accepts the start and the "
-        "Attempt waits in its journal, so the Site's stream is not held.",
+        "RUNTIME_LOCAL_MAX_ACTIVE Attempts); the start waits for a free slot. Current "
+        "Runtimes never send it: a busy local Runtime accepts the start and the Attempt "
+        "waits in its journal, so the Site's stream is not held.",
     }
 )
 

@@ -5,9 +5,9 @@ lost answer the executor lists the jobs that carry the stage's exact identity
 (name, comment, account, user) and :func:`settle_submission` decides:
 
 * one match → adopt it (still ``held``, or already released);
-* several, all still held (never released, never ran) → keep the oldest, cancel
+* several, all still pending (none ran) → keep the oldest, cancel
   the others first;
-* several, some released or ended → ambiguous: progress stops (nothing is guessed);
+* several, some running or ended → ambiguous: progress stops (nothing is guessed);
 * none → absent: slurmctld keeps every held job until it is released or cancelled,
   so the POST created nothing and the saved request may be sent again.
 

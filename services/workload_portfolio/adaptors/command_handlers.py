@@ -134,7 +134,8 @@ class PortfolioCommandServer(CommandServer):
                     revision=p.revision.revision, commit=p.revision.commit, family=p.revision.family,
                     environment=p.revision.environment, action_type=p.revision.action_type,
                     service_kind=p.revision.service_kind or "", spec_digest=p.revision.spec_digest,
-                    created=p.created,
+                    created=p.created, needs=list(read.actions.needs(p.revision.action)),
+                    when=read.actions.when(p.revision.action),
                 )
                 for p in prepared
             ],

@@ -23,6 +23,7 @@ from metallo.governance.faithful_yaml import (
     load_document,
     schema_problems,
 )
+from workload_portfolio.domain.action_graph import graph_problems
 from workload_portfolio.domain.action_types import action_type
 from workload_portfolio.domain.refs import branch_problem, relative_path_problem
 
@@ -48,6 +49,15 @@ class ActionsFile:
             if n == name:
                 return a
         return None
+
+    def needs(self, name: str) -> tuple[str, ...]:
+        """The actions ``name`` needs, as written (empty when it names none)."""
+        a = self.action(name) or {}
+        return tuple(a.get("needs", ()))
+
+    def when(self, name: str) -> str:
+        """When ``name`` runs once its needs ended: ``success`` (default), ``failure`` or ``always``."""
+        return (self.action(name) or {}).get("when", "success")
 
     @property
     def names(self) -> list[str]:
@@ -95,9 +105,24 @@ def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE,
             if isinstance(action, dict):
                 problems.extend(_action_problems(doc, name, action,
                                                  environment or EnvironmentPolicy()))
+        problems.extend(_graph_problems(doc, actions))
     if problems:
         raise ActionsFileError(problems)
     return ActionsFile(version=data["version"], actions=tuple(actions.items()))
+
+
+def _graph_problems(doc: Document, actions: dict) -> list[Problem]:
+    """Unknown, self- and cyclic ``needs`` (domain/action_graph.py), each at its line."""
+    needs = {
+        name: [d for d in a["needs"] if isinstance(d, str)]
+        for name, a in actions.items()
+        if isinstance(a, dict) and isinstance(a.get("needs"), list)
+    }
+    out = []
+    for g in graph_problems(list(actions), needs):
+        path = ("actions", g.action, "needs") + ((g.index,) if g.index is not None else ())
+        out.append(doc.problem(path, g.message))
+    return out
 
 
 def _retitle(problems: list[Problem], data: Any) -> list[Problem]:

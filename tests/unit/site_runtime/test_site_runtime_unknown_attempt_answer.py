@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from execution_core.domain.reasons import UNKNOWN_ATTEMPT_CODES
 from site_runtime.adaptors.local.executor import LocalExecutor
-from site_runtime.adaptors.local.settings import LocalSettings
 from site_runtime.adaptors.local.jobs import LocalJobsJournal
+from site_runtime.adaptors.local.settings import LocalSettings
 from site_runtime.application.ports import SiteCommand
 
 

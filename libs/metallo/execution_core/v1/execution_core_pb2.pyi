@@ -43,6 +43,30 @@ class LaunchRunReply(_message.Message):
     version: int
     def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
+class RerunRun(_message.Message):
+    __slots__ = ("metadata", "run_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    run_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class RerunRunReply(_message.Message):
+    __slots__ = ("run_id", "phase", "version", "rerun_of", "revision", "repository_commit")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    phase: str
+    version: int
+    rerun_of: str
+    revision: int
+    repository_commit: str
+    def __init__(self, run_id: _Optional[str] = ..., phase: _Optional[str] = ..., version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., revision: _Optional[int] = ..., repository_commit: _Optional[str] = ...) -> None: ...
+
 class CancelRun(_message.Message):
     __slots__ = ("metadata", "run_id", "reason")
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -226,7 +250,7 @@ class Attempt(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage")
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage", "rerun_of")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +299,7 @@ class Run(_message.Message):
     WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
     NATIVE_WAIT_FIELD_NUMBER: _ClassVar[int]
     NATIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     workload_id: str
@@ -316,7 +341,8 @@ class Run(_message.Message):
     waiting_reason: str
     native_wait: str
     native_stage: str
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ...) -> None: ...
+    rerun_of: str
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ..., rerun_of: _Optional[str] = ...) -> None: ...
 
 class RunAccepted(_message.Message):
     __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")
@@ -464,3 +490,77 @@ class RunLogRead(_message.Message):
     size: int
     requested_offset: int
     def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., requested_offset: _Optional[int] = ...) -> None: ...
+
+class CountActiveRuns(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+
+class CountActiveRunsReply(_message.Message):
+    __slots__ = ("active",)
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    active: int
+    def __init__(self, active: _Optional[int] = ...) -> None: ...
+
+class DrainSite(_message.Message):
+    __slots__ = ("metadata", "site_id", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DrainSiteReply(_message.Message):
+    __slots__ = ("drain", "already_draining")
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_DRAINING_FIELD_NUMBER: _ClassVar[int]
+    drain: SiteDrain
+    already_draining: bool
+    def __init__(self, drain: _Optional[_Union[SiteDrain, _Mapping]] = ..., already_draining: _Optional[bool] = ...) -> None: ...
+
+class ResumeSite(_message.Message):
+    __slots__ = ("metadata", "site_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ...) -> None: ...
+
+class ResumeSiteReply(_message.Message):
+    __slots__ = ("site_id", "was_draining", "runs_woken")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAS_DRAINING_FIELD_NUMBER: _ClassVar[int]
+    RUNS_WOKEN_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    was_draining: bool
+    runs_woken: int
+    def __init__(self, site_id: _Optional[str] = ..., was_draining: _Optional[bool] = ..., runs_woken: _Optional[int] = ...) -> None: ...
+
+class SiteDrain(_message.Message):
+    __slots__ = ("site_id", "drained_by", "drained_at", "reason", "active_runs")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_BY_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    drained_by: str
+    drained_at: str
+    reason: str
+    active_runs: int
+    def __init__(self, site_id: _Optional[str] = ..., drained_by: _Optional[str] = ..., drained_at: _Optional[str] = ..., reason: _Optional[str] = ..., active_runs: _Optional[int] = ...) -> None: ...
+
+class ListSiteDrains(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+
+class ListSiteDrainsReply(_message.Message):
+    __slots__ = ("drains",)
+    DRAINS_FIELD_NUMBER: _ClassVar[int]
+    drains: _containers.RepeatedCompositeFieldContainer[SiteDrain]
+    def __init__(self, drains: _Optional[_Iterable[_Union[SiteDrain, _Mapping]]] = ...) -> None: ...

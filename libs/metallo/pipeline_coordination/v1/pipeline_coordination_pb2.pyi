@@ -11,16 +11,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartPipeline(_message.Message):
-    __slots__ = ("metadata", "repository_url", "branch", "actions")
+    __slots__ = ("metadata", "repository_url", "branch", "actions", "max_active")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     REPOSITORY_URL_FIELD_NUMBER: _ClassVar[int]
     BRANCH_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.CommandMetadata
     repository_url: str
     branch: str
     actions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ...) -> None: ...
+    max_active: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ..., max_active: _Optional[int] = ...) -> None: ...
 
 class StartPipelineReply(_message.Message):
     __slots__ = ("pipeline_id", "state")
@@ -52,6 +54,30 @@ class StopPipelineReply(_message.Message):
     version: int
     def __init__(self, pipeline_id: _Optional[str] = ..., stop_recorded: _Optional[bool] = ..., state: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
+class RerunPipeline(_message.Message):
+    __slots__ = ("metadata", "pipeline_id", "failed_only", "max_active")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    pipeline_id: str
+    failed_only: bool
+    max_active: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., pipeline_id: _Optional[str] = ..., failed_only: _Optional[bool] = ..., max_active: _Optional[int] = ...) -> None: ...
+
+class RerunPipelineReply(_message.Message):
+    __slots__ = ("pipeline_id", "state", "rerun_of", "rerun_steps")
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
+    RERUN_STEPS_FIELD_NUMBER: _ClassVar[int]
+    pipeline_id: str
+    state: str
+    rerun_of: str
+    rerun_steps: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, pipeline_id: _Optional[str] = ..., state: _Optional[str] = ..., rerun_of: _Optional[str] = ..., rerun_steps: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class GetPipeline(_message.Message):
     __slots__ = ("metadata", "pipeline_id")
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -79,7 +105,7 @@ class ListPipelinesReply(_message.Message):
     def __init__(self, pipelines: _Optional[_Iterable[_Union[Pipeline, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
 
 class PipelineStep(_message.Message):
-    __slots__ = ("index", "action", "workload_id", "prepared_revision", "revision", "family", "environment", "service_kind", "state", "pinned_commit", "run_id", "launch_key", "launch_command_id", "run_outcome", "reason_code", "message", "output_commit", "endpoint", "launch_attempt", "started_at", "ended_at")
+    __slots__ = ("index", "action", "workload_id", "prepared_revision", "revision", "family", "environment", "service_kind", "state", "pinned_commit", "run_id", "launch_key", "launch_command_id", "run_outcome", "reason_code", "message", "output_commit", "endpoint", "launch_attempt", "started_at", "ended_at", "needs", "when", "carried_from")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +127,9 @@ class PipelineStep(_message.Message):
     LAUNCH_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_FROM_FIELD_NUMBER: _ClassVar[int]
     index: int
     action: str
     workload_id: str
@@ -122,10 +151,31 @@ class PipelineStep(_message.Message):
     launch_attempt: int
     started_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
-    def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    needs: _containers.RepeatedScalarFieldContainer[int]
+    when: str
+    carried_from: str
+    def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., needs: _Optional[_Iterable[int]] = ..., when: _Optional[str] = ..., carried_from: _Optional[str] = ...) -> None: ...
+
+class StepCounts(_message.Message):
+    __slots__ = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "skipped")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    waiting: int
+    active: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    skipped: int
+    def __init__(self, total: _Optional[int] = ..., waiting: _Optional[int] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class Pipeline(_message.Message):
-    __slots__ = ("pipeline_id", "project", "initiating_member", "repository_url", "branch", "requested_actions", "state", "desired_state", "prepared_commit", "failed_step", "reason_code", "message", "steps", "start_command_id", "stopped_by", "stop_reason", "created_at", "updated_at", "ended_at", "version", "last_error", "request_round")
+    __slots__ = ("pipeline_id", "project", "initiating_member", "repository_url", "branch", "requested_actions", "state", "desired_state", "prepared_commit", "failed_step", "reason_code", "message", "steps", "start_command_id", "stopped_by", "stop_reason", "created_at", "updated_at", "ended_at", "version", "last_error", "request_round", "max_active", "rerun_of", "counts", "partial")
     PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +198,10 @@ class Pipeline(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ROUND_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
     pipeline_id: str
     project: str
     initiating_member: str
@@ -170,10 +224,14 @@ class Pipeline(_message.Message):
     version: int
     last_error: str
     request_round: int
-    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., initiating_member: _Optional[str] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., requested_actions: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., desired_state: _Optional[str] = ..., prepared_commit: _Optional[str] = ..., failed_step: _Optional[int] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., start_command_id: _Optional[str] = ..., stopped_by: _Optional[str] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., last_error: _Optional[str] = ..., request_round: _Optional[int] = ...) -> None: ...
+    max_active: int
+    rerun_of: str
+    counts: StepCounts
+    partial: bool
+    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., initiating_member: _Optional[str] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., requested_actions: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., desired_state: _Optional[str] = ..., prepared_commit: _Optional[str] = ..., failed_step: _Optional[int] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., start_command_id: _Optional[str] = ..., stopped_by: _Optional[str] = ..., stop_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., last_error: _Optional[str] = ..., request_round: _Optional[int] = ..., max_active: _Optional[int] = ..., rerun_of: _Optional[str] = ..., counts: _Optional[_Union[StepCounts, _Mapping]] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class PipelineCompleted(_message.Message):
-    __slots__ = ("pipeline_id", "project", "outcome", "failed_step", "failed_action", "reason_code", "initiating_member", "steps")
+    __slots__ = ("pipeline_id", "project", "outcome", "failed_step", "failed_action", "reason_code", "initiating_member", "steps", "counts", "partial", "rerun_of")
     PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +240,9 @@ class PipelineCompleted(_message.Message):
     REASON_CODE_FIELD_NUMBER: _ClassVar[int]
     INITIATING_MEMBER_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
     pipeline_id: str
     project: str
     outcome: str
@@ -190,4 +251,7 @@ class PipelineCompleted(_message.Message):
     reason_code: str
     initiating_member: str
     steps: _containers.RepeatedCompositeFieldContainer[PipelineStep]
-    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., failed_step: _Optional[int] = ..., failed_action: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ...) -> None: ...
+    counts: StepCounts
+    partial: bool
+    rerun_of: str
+    def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., failed_step: _Optional[int] = ..., failed_action: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., counts: _Optional[_Union[StepCounts, _Mapping]] = ..., partial: _Optional[bool] = ..., rerun_of: _Optional[str] = ...) -> None: ...

@@ -1,7 +1,8 @@
 from metallo.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -103,3 +104,71 @@ class SiteNativeEndNoticed(_message.Message):
     run_id: str
     attempt_id: str
     def __init__(self, site_id: _Optional[str] = ..., environment: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class CommandGrant(_message.Message):
+    __slots__ = ("grant_id", "site_id", "environment", "label", "created_at", "expires_at", "revoked_at")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    site_id: str
+    environment: str
+    label: str
+    created_at: str
+    expires_at: str
+    revoked_at: str
+    def __init__(self, grant_id: _Optional[str] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., label: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., revoked_at: _Optional[str] = ...) -> None: ...
+
+class CreateCommandGrant(_message.Message):
+    __slots__ = ("metadata", "site_id", "environment", "expires", "label", "secret_sha256")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SECRET_SHA256_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    site_id: str
+    environment: str
+    expires: str
+    label: str
+    secret_sha256: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., expires: _Optional[str] = ..., label: _Optional[str] = ..., secret_sha256: _Optional[str] = ...) -> None: ...
+
+class CreateCommandGrantReply(_message.Message):
+    __slots__ = ("grant",)
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    grant: CommandGrant
+    def __init__(self, grant: _Optional[_Union[CommandGrant, _Mapping]] = ...) -> None: ...
+
+class RevokeCommandGrant(_message.Message):
+    __slots__ = ("metadata", "grant_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    grant_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., grant_id: _Optional[str] = ...) -> None: ...
+
+class RevokeCommandGrantReply(_message.Message):
+    __slots__ = ("grant_id", "revoked")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    revoked: bool
+    def __init__(self, grant_id: _Optional[str] = ..., revoked: _Optional[bool] = ...) -> None: ...
+
+class ListCommandGrants(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+
+class ListCommandGrantsReply(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[CommandGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[CommandGrant, _Mapping]]] = ...) -> None: ...

@@ -61,7 +61,7 @@ class PrepareBranch(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., commit: _Optional[str] = ...) -> None: ...
 
 class PreparedAction(_message.Message):
-    __slots__ = ("action", "workload_id", "revision", "commit", "family", "environment", "action_type", "service_kind", "spec_digest", "created")
+    __slots__ = ("action", "workload_id", "revision", "commit", "family", "environment", "action_type", "service_kind", "spec_digest", "created", "needs", "when")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,8 @@ class PreparedAction(_message.Message):
     SERVICE_KIND_FIELD_NUMBER: _ClassVar[int]
     SPEC_DIGEST_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
     action: str
     workload_id: str
     revision: int
@@ -82,7 +84,9 @@ class PreparedAction(_message.Message):
     service_kind: str
     spec_digest: str
     created: bool
-    def __init__(self, action: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., commit: _Optional[str] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., action_type: _Optional[str] = ..., service_kind: _Optional[str] = ..., spec_digest: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+    needs: _containers.RepeatedScalarFieldContainer[str]
+    when: str
+    def __init__(self, action: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., commit: _Optional[str] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., action_type: _Optional[str] = ..., service_kind: _Optional[str] = ..., spec_digest: _Optional[str] = ..., created: _Optional[bool] = ..., needs: _Optional[_Iterable[str]] = ..., when: _Optional[str] = ...) -> None: ...
 
 class PrepareBranchReply(_message.Message):
     __slots__ = ("actions", "commit")

@@ -1,0 +1,98 @@
+"""The dev stack's operator requests over RabbitMQ: its Site Runtime's command
+grant (``CreateCommandGrant``/``RevokeCommandGrant`` to Site Coordination) and the
+count of active Runs (``CountActiveRuns`` to Execution Core).
+
+The stack acts as the governance file's operator ``m-operator`` (examples/
+governance.yaml; ``METALLO_DEV_OPERATOR`` names another). Site Coordination must
+be serving when a grant is asked for: the supervisor creates it after Site
+Coordination is ready and before it starts the Site Runtime, and revokes it after
+the Runtime stopped and before Site Coordination stops.
+"""
+
+from __future__ import annotations
+
+import os
+
+from google.protobuf.message import Message
+
+from metallo.devstack.components import Options
+from metallo.devstack.layout import Layout, write_secret
+from metallo.execution_core.v1 import execution_core_pb2 as ec
+from metallo.messaging import RequestClient, Topology
+from metallo.operator_requests import create_grant_command, new_grant_secret, revoke_grant_command
+
+DEFAULT_OPERATOR = "m-operator"
+REQUEST_TIMEOUT_SECONDS = 20.0
+GRANT_LIFETIME = "7d"  # outlives a working week, never a dev machine's year
+
+
+def dev_operator() -> str:
+    """The operator member the dev stack acts as."""
+    return os.environ.get("METALLO_DEV_OPERATOR") or DEFAULT_OPERATOR
+
+
+async def operator_request(options: Options, message: Message,
+                           timeout: float = REQUEST_TIMEOUT_SECONDS) -> Message:
+    """Send one operator request on the stack's broker; the typed reply.
+    Raises the client's Rejected / OutcomeUncertain / ServiceUnavailable."""
+    client = RequestClient(options.amqp_url, Topology(prefix=options.topology_prefix))
+    await client.start()
+    try:
+        return await client.request(message, timeout=timeout)
+    finally:
+        await client.close()
+
+
+async def create_runtime_grant(layout: Layout, options: Options, site_id: str | None = None,
+                               environment: str = "slurm", name: str = "runtime-grant") -> str:
+    """A new ``psb_`` grant for (site, environment) written to ``secrets/<name>``
+    (0600); returns its grant id. Site Coordination must be serving."""
+    secret = new_grant_secret()
+    reply = await operator_request(options, create_grant_command(
+        dev_operator(), site_id or options.site_id, environment, GRANT_LIFETIME,
+        "metallo dev up: Site Runtime", secret))
+    write_secret(layout.secrets / name, secret + "\n")
+    return reply.grant.grant_id
+
+
+async def revoke_runtime_grant(options: Options, grant_id: str) -> bool:
+    """Revoke the dev stack's runtime grant (True when it was active)."""
+    reply = await operator_request(options, revoke_grant_command(dev_operator(), grant_id))
+    return reply.revoked
+
+
+async def count_active_runs(options: Options, timeout: float = 5.0) -> int:
+    """Runs of the stack not yet terminal (accepted ones too), from Execution Core."""
+    reply = await operator_request(options, ec.CountActiveRuns(
+        metadata={"acting_member": dev_operator()}), timeout=timeout)
+    return int(reply.active)
+
+
+def runtime_grant_hooks(layout: Layout, options: Options) -> tuple[dict, dict]:
+    """The supervisor's ``before_start`` and ``after_stop`` hooks of each Site Runtime:
+    create its grant (``grant_id`` / ``k8s_grant_id`` in state.json), revoke it
+    (``grant_revoked`` / ``k8s_grant_revoked``). The lab-k8s Runtime (with
+    ``options.kubernetes``) has its own grant for the ``(lab-k8s, k8s)`` stream."""
+    from metallo.devstack.components import K8S_SITE_ID
+
+    runtimes = {"site_runtime": ("grant", None, "slurm", "runtime-grant")}
+    if options.kubernetes:
+        runtimes["site_runtime_k8s"] = ("k8s_grant", K8S_SITE_ID, "k8s", "runtime-grant-k8s")
+    before: dict = {}
+    after: dict = {}
+    for component, (key, site_id, environment, name) in runtimes.items():
+        made: dict[str, str] = {}
+
+        async def create(key=key, site_id=site_id, environment=environment, name=name,
+                         made=made) -> dict:
+            made["id"] = await create_runtime_grant(layout, options, site_id, environment, name)
+            return {f"{key}_id": made["id"], f"{key}_revoked": False}
+
+        async def revoke(key=key, made=made) -> dict:
+            if "id" not in made:
+                return {}
+            await revoke_runtime_grant(options, made["id"])
+            return {f"{key}_revoked": True}
+
+        before[component], after[component] = create, revoke
+    return before, after

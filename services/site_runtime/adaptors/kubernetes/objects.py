@@ -1,0 +1,168 @@
+"""Creating and deleting an Attempt's Kubernetes objects exactly once (docs/site-runtime.md,
+Kubernetes: Recovery).
+
+- :meth:`NativeObjects.ensure` records the intent in ``jobs.sqlite`` before the create
+  is sent; a create whose answer was lost is sent again and its ``409 AlreadyExists``
+  resolved by the deterministic name plus identity: the object is adopted when its
+  annotations carry this Attempt's identity and material digest, and the create is a
+  definite refusal (``native-object-conflict``) when they do not. A tombstoned role
+  (deleted before) is never created again.
+- :meth:`NativeObjects.delete` deletes by exact ``uid`` with foreground propagation
+  and answers only once the object is confirmed absent; then it tombstones the role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from site_runtime.adaptors.kubernetes.api import KubeApi, KubeError
+from site_runtime.adaptors.kubernetes.journal import AttemptRow, KubernetesJournal, ObjectRow
+from site_runtime.application.ports import Deferred
+from site_runtime.domain.kubernetes_errors import DEFERRAL, classify, quota_exceeded
+from site_runtime.domain.kubernetes_names import Identity
+
+log = logging.getLogger("site_runtime.kubernetes")
+
+
+class NativeRefused(Exception):
+    """The API definitely refused a create; ``code`` is ``native-request-denied``,
+    ``native-request-invalid`` or ``native-object-conflict``. Nothing was created."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+def uncertain(error: KubeError, what: str) -> Deferred:
+    """The deferral for an answer that leaves the effect unknown (command kept)."""
+    return Deferred(
+        DEFERRAL, f"{what}: the Kubernetes API did not answer definitely ({error.status})"
+    )
+
+
+def identity_of(row: AttemptRow, site_id: str) -> Identity:
+    """The identity every object of ``row`` carries."""
+    return Identity(
+        site_id,
+        row.run_id,
+        row.attempt_id,
+        row.attempt_number,
+        str(row.material.get("material_digest") or ""),
+    )
+
+
+class NativeObjects:
+    """Exactly-once creates and exact deletes over one API and journal (module doc)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        journal: KubernetesJournal,
+        *,
+        confirm_seconds: float = 20.0,
+        poll_seconds: float = 0.2,
+        fault: Callable[[str], None] | None = None,
+    ) -> None:
+        """``fault(step)`` is called at each step (``intent:<role>``, ``created:<role>``,
+        ``deleted:<role>``): the recovery tests stop the process there (kill -9)."""
+        self._fault = fault or (lambda step: None)
+        self.api = api
+        self.journal = journal
+        self.confirm_seconds = confirm_seconds
+        self.poll_seconds = poll_seconds
+
+    async def ensure(
+        self,
+        row: AttemptRow,
+        role: str,
+        manifest: dict[str, Any],
+        identity: Identity,
+        *,
+        user: str,
+        groups: tuple[str, ...],
+    ) -> ObjectRow | None:
+        """The object of ``role`` exists (created now or before, or adopted); None when the
+        role is tombstoned. Raises NativeRefused (definite) or Deferred (uncertain)."""
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        current = self.journal.object(row.attempt_id, role)
+        if current is not None and current.state != "intent":
+            return current if current.state == "created" else None
+        self.journal.intent(row.attempt_id, role, kind, name)
+        self._fault(f"intent:{role}")
+        try:
+            created = await self.api.create(manifest, user=user, groups=groups)
+            self._fault(f"created:{role}")
+        except KubeError as error:
+            verdict = classify(error.status, error.body, "create")
+            if verdict.kind == "definite":
+                what = "exceeded quota" if quota_exceeded(error.body) else verdict.reason
+                log.info("attempt %s: %s %s refused (%s)", row.attempt_id, kind, name, what)
+                raise NativeRefused(verdict.code or "native-request-denied", what) from None
+            if verdict.kind != "exists":
+                raise uncertain(error, f"create {kind}") from None
+            created = await self._adopt(kind, manifest["metadata"]["namespace"], name, identity)
+        uid = str((created.get("metadata") or {}).get("uid") or "")
+        self.journal.created(row.attempt_id, role, uid)
+        return self.journal.object(row.attempt_id, role)
+
+    async def _adopt(
+        self, kind: str, namespace: str, name: str, identity: Identity
+    ) -> dict[str, Any]:
+        try:
+            found = await self.api.get(kind, namespace, name)
+        except KubeError as error:
+            raise uncertain(error, f"get {kind}") from None
+        if found is None:  # deleted between the 409 and the read: try the create again later
+            raise Deferred(DEFERRAL, f"{kind} {name} vanished during adoption")
+        if not identity.owns(found):
+            raise NativeRefused(
+                "native-object-conflict", f"{kind} {name} belongs to something else"
+            )
+        log.info("%s %s adopted (created before its answer was lost)", kind, name)
+        return found
+
+    async def find(self, row: AttemptRow, role: str, identity: Identity) -> dict[str, Any] | None:
+        """The live object of a role journaled only as an intent: found by name and owned
+        by ``identity``, or None (then it was never created)."""
+        current = self.journal.object(row.attempt_id, role)
+        if current is None:
+            return None
+        try:
+            found = await self.api.get(current.kind, row.namespace, current.name)
+        except KubeError as error:
+            raise uncertain(error, f"get {current.kind}") from None
+        if found is not None and identity.owns(found):
+            self.journal.created(row.attempt_id, role, str(found["metadata"].get("uid") or ""))
+            return found
+        return None
+
+    async def delete(self, row: AttemptRow, role: str, identity: Identity) -> None:
+        """Delete the role's object by exact uid (foreground), confirm it is gone, then
+        tombstone the role; an object never created is tombstoned at once. Raises
+        Deferred when the API cannot confirm the deletion now."""
+        current = self.journal.object(row.attempt_id, role)
+        if current is None or current.state == "deleted":
+            return
+        if current.state == "intent" and await self.find(row, role, identity) is None:
+            self.journal.deleted(row.attempt_id, role)
+            return
+        current = self.journal.object(row.attempt_id, role)
+        assert current is not None and current.uid is not None
+        self.journal.deleting(row.attempt_id, role)
+        try:
+            await self.api.delete_exact(current.kind, row.namespace, current.name, current.uid)
+            self._fault(f"deleted:{role}")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.confirm_seconds
+            while not await self.api.gone(current.kind, row.namespace, current.name, current.uid):
+                if loop.time() >= deadline:
+                    raise Deferred(DEFERRAL, f"{current.kind} {current.name} is not gone yet")
+                await asyncio.sleep(self.poll_seconds)
+        except KubeError as error:
+            raise uncertain(error, f"delete {current.kind}") from None
+        self.journal.deleted(row.attempt_id, role)
+        log.info("attempt %s: %s %s deleted", row.attempt_id, current.kind, current.name)
