@@ -35,9 +35,9 @@ from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm.executor import SlurmExecutor
 from site_runtime.adaptors.slurm.factory import build_slurm_executor
 from site_runtime.adaptors.slurm.journal import AttemptRow
-from site_runtime.adaptors.slurm.rest import wire_job
 from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import SiteCommand
+from site_runtime.domain.slurm_jobs import wire_job
 
 LAB = Path("/var/lib/metallo-slurm-lab")
 REST = "http://127.0.0.1:6820"

@@ -181,3 +181,17 @@ def job_request(
     if hold:
         job["hold"] = True
     return job
+
+
+def wire_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The ``job`` object as v0.0.38 must receive it. Its parser treats ``requeue`` as
+    sbatch's ``--requeue`` flag whatever its value (``"requeue": false`` gives
+    ``Requeue=1``), so a request that disables requeueing sends ``no_requeue``
+    (``--no-requeue``) instead; the saved request keeps ``requeue: false``."""
+    body = dict(job)
+    requeue = body.pop("requeue", None)
+    if requeue is False:
+        body["no_requeue"] = True
+    elif requeue is True:
+        body["requeue"] = True
+    return body

@@ -7,9 +7,10 @@ import pytest
 
 from site_runtime.adaptors.slurm.errors import SiteWideDeferred, deferred
 from site_runtime.adaptors.slurm.responses import parse_job
-from site_runtime.adaptors.slurm.rest import SlurmJobRequeueable, SlurmRefused, wire_job
+from site_runtime.adaptors.slurm.rest import SlurmJobRequeueable, SlurmRefused
 from site_runtime.adaptors.slurm.settings import SettingsError, SlurmSettings
 from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
+from site_runtime.domain.slurm_jobs import wire_job
 
 REQUIRED = {
     "SLURM_JWT_ISSUER": "https://issuer",

@@ -38,7 +38,7 @@ from site_runtime.adaptors.slurm.responses import (
     parse_jobs,
     submitted_job_id,
 )
-from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob
+from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob, wire_job
 
 API = "v0.0.38"
 DB_API = "v0.0.38"  # served under /slurmdb/ by the openapi/dbv0.0.38 plugin
@@ -379,20 +379,6 @@ class SlurmRest:
         if response.status_code != 200 or body is None or numbers:
             raise SlurmUncertain(f"slurmrestd answered HTTP {response.status_code}")
         return body
-
-
-def wire_job(job: dict[str, Any]) -> dict[str, Any]:
-    """The ``job`` object as v0.0.38 must receive it. Its parser treats ``requeue`` as
-    sbatch's ``--requeue`` flag whatever its value (``"requeue": false`` gives
-    ``Requeue=1``), so a request that disables requeueing sends ``no_requeue``
-    (``--no-requeue``) instead; the saved request keeps ``requeue: false``."""
-    body = dict(job)
-    requeue = body.pop("requeue", None)
-    if requeue is False:
-        body["no_requeue"] = True
-    elif requeue is True:
-        body["requeue"] = True
-    return body
 
 
 def _json_or_none(response: httpx.Response) -> Any:
