@@ -14,7 +14,8 @@ The rules, in order:
   state, or slurmctld showing the job live again) is appended to ``contradictions``
   and never rewrites them;
 * a found job carrying another identity is a contradiction that stops the Attempt
-  (``native-identity-mismatch``), evidence kept;
+  (``native-identity-mismatch``), evidence kept; an accounting record lacking its
+  name or comment is incomplete (slurmdbd catching up) and counts as unavailable;
 * in the queue, ``PREEMPTED`` / ``REQUEUED`` (and the other requeue states) stay
   transitionable; any other end state is terminal; both clear every deadline;
 * ``PREEMPTED`` only in accounting while absent from the queue starts (or keeps) the
@@ -132,6 +133,8 @@ def reconcile(
     if saved.get("terminal"):
         against = [s.job for s in (queue, accounting) if _contradicts_end(saved, s) and s.job]
         return Reconciled(_contradict(saved, against) if against else saved)
+    if _incomplete(accounting, identity):
+        accounting = UNASKED
     found = [s.job for s in (queue, accounting) if s.status == FOUND and s.job is not None]
     strangers = [job for job in found if not identity.matches(job)]
     if strangers:
@@ -152,6 +155,19 @@ def reconcile(
         facts = {**facts, **_kept(saved, "lost_deadline", "requeue_deadline")}
         return Reconciled(facts, _doubt(accounting))
     return _absent(saved, accounting, now, deadlines)
+
+
+def _incomplete(sighting: Sighting, identity: NativeIdentity) -> bool:
+    """True for an accounting record without its name or comment while it does not
+    match: slurmdbd still catching up on records slurmctld kept while it was away.
+    It is no evidence either way (unavailable), never an identity contradiction."""
+    job = sighting.job
+    return (
+        sighting.status == FOUND
+        and job is not None
+        and not identity.matches(job)
+        and (not job.name or not job.comment)
+    )
 
 
 def _kept(saved: Mapping[str, Any], *keys: str) -> dict[str, Any]:

@@ -303,3 +303,25 @@ def test_recorded_requeue_shapes_are_read_as_transitionable():
     assert (got.facts["terminal"], got.facts["lost_deadline"]) == (False, T0 + 600)
     in_queue = reconcile(RUNNING, Sighting.of(queued), UNASKED, identity, T0, D)
     assert (in_queue.facts["state"], in_queue.facts["terminal"]) == ("PENDING", False)
+
+
+def test_an_incomplete_accounting_record_is_no_contradiction():
+    partial = Sighting.of(
+        NativeJob(
+            "42",
+            ID.name,
+            "",
+            ID.account,
+            ID.user,
+            "PENDING",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "slurmdbd",
+        )
+    )
+    got = reconcile(RUNNING, GONE, partial, ID, T0, D)
+    assert got.contradiction is None
+    assert (got.facts["terminal"], got.confidence) == (False, "uncertain")
