@@ -37,6 +37,7 @@ from site_runtime.adaptors.slurm.factory import build_slurm_executor
 from site_runtime.adaptors.slurm.journal import AttemptRow
 from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import SiteCommand
+from site_runtime.domain.slurm_jobs import wire_job
 
 LAB = Path("/var/lib/metallo-slurm-lab")
 REST = "http://127.0.0.1:6820"
@@ -62,6 +63,21 @@ class _NoGrants:
         return None
 
 
+def bench_command(kind: str, i: int, sequence: int, payload: dict) -> SiteCommand:
+    """Command ``kind`` of benchmark Attempt ``a<i>`` (Site ``lab-slurm``)."""
+    return SiteCommand(
+        sequence=sequence,
+        command_id=f"{kind}-{sequence}-{i}",
+        kind=kind,
+        site_id="lab-slurm",
+        environment="slurm",
+        run_id="bench",
+        attempt_id=f"a{i}",
+        attempt_number=1,
+        payload=payload,
+    )
+
+
 async def prepared(
     token: str, prefix: str, count: int, state: Path
 ) -> tuple[SlurmExecutor, list[AttemptRow]]:
@@ -80,26 +96,17 @@ async def prepared(
     executor = build_slurm_executor(settings, tokens=_FixedToken(token), grants=_NoGrants())
     attempts = []
     for i in range(count):
-        command = SiteCommand(
-            sequence=i,
-            command_id=f"prepare-{i}",
-            kind="prepare",
-            site_id="lab-slurm",
-            environment="slurm",
-            run_id="bench",
-            attempt_id=f"a{i}",
-            attempt_number=1,
-            payload={
-                "family": "queued-batch",
-                "material_digest": "sha256:bench",
-                "spec": {
-                    "command": {"argv": ["true"]},
-                    "resources": {"cpus": 1, "memoryMiB": 64, "wallTimeSeconds": 60},
-                },
-                "repository": {"url": "file:///none.git", "commit": "0" * 40, "branch": "main"},
-                "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
+        payload = {
+            "family": "queued-batch",
+            "material_digest": "sha256:bench",
+            "spec": {
+                "command": {"argv": ["true"]},
+                "resources": {"cpus": 1, "memoryMiB": 64, "wallTimeSeconds": 60},
             },
-        )
+            "repository": {"url": "file:///none.git", "commit": "0" * 40, "branch": "main"},
+            "member": {"id": "m-alice", "site_username": "alice", "account": "demo"},
+        }
+        command = bench_command("prepare", i, i, payload)
         result = await executor.prepare(command)
         if result.outcome != "succeeded":
             raise RuntimeError(f"preparation refused: {result.code}")
@@ -131,7 +138,7 @@ async def raw_side(token: str, prefix: str, count: int, concurrency: int, state:
     bodies = []
     for att in attempts:
         request = executor.submissions.render(att, "compute", None)
-        bodies.append(json.dumps({"script": request["script"], "job": request["job"]}))
+        bodies.append(json.dumps({"script": request["script"], "job": wire_job(request["job"])}))
     await executor.rest.close()
     executor.journal.close()
     headers = {

@@ -20,6 +20,7 @@ import uuid
 import pytest
 
 from site_runtime.application.ports import Deferred
+from site_runtime.domain.slurm_capacity import NodeRecord, PartitionRecord
 from tests.slurm.lab import (
     WORKSPACES,
     Driver,
@@ -214,16 +215,25 @@ async def test_a_staging_job_larger_than_the_node_is_a_definite_refusal(
         await executor.rest.close()
 
 
-async def test_a_compute_job_larger_than_the_node_fails_the_attempt_with_its_refusal(executor):
+@pytest.mark.parametrize(
+    ("resources", "names"),
+    [
+        ({"cpus": 1000}, "1000 CPUs"),
+        ({"memoryMiB": 10_000_000}, "10000000 MiB"),
+        ({"nodes": 5}, "5 nodes"),
+    ],
+)
+async def test_a_compute_request_that_can_never_fit_is_refused_at_start_before_stage_in(
+    executor, grants, resources, names
+):
     url, commit, _ = make_repository()
     drv = Driver()
-    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"], cpus=1000)))
-    await executor.start(drv.command("start"))
-    final = await observe_until(executor, drv, TERMINAL)
-    assert final.observation["phase"] == "failed"
-    assert final.observation["failure"]["stage"] == "compute"
-    assert final.observation["failure"]["code"] == "slurm-error-2005"
-    one_job_per_stage(drv.attempt_id, ("stage-in",))
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"], **resources)))
+    refused = await executor.start(drv.command("start"))
+    assert (refused.outcome, refused.code) == ("refused", "slurm-request-never-fits")
+    assert names in refused.message and "partition compute" in refused.message
+    assert executor.journal.stages(drv.attempt_id)["stage-in"].state == "prepared"
+    assert grants.issued == [] and accounting(drv.attempt_id, 1, timeout=2) == []
 
 
 async def test_cancellation_during_compute_stops_the_chain_and_its_result_is_replayed(
@@ -318,6 +328,15 @@ async def test_a_refused_connection_sends_the_stage_back_to_prepared(
         url, commit, _ = make_repository()
         drv = Driver()
         await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+        # The partition's capacity is read first: nothing is issued or submitted.
+        with pytest.raises(Deferred) as deferred:
+            await executor.start(drv.command("start"))
+        assert deferred.value.code == "slurm-unavailable" and grants.issued == []
+        # With the capacity known (cached), the submission itself meets the refusal.
+        executor.capacity._cache["compute"] = (
+            time.monotonic(),
+            PartitionRecord("compute", (NodeRecord("vm", 8, 16384),)),
+        )
         with pytest.raises(Deferred) as deferred:
             await executor.start(drv.command("start"))
         assert deferred.value.code == "slurm-unavailable"

@@ -317,8 +317,16 @@ def default_failure_code(stage: str) -> str:
 def observation(state: str, stages: list[StageFacts], observed_at: str) -> dict[str, Any]:
     """The observation of an Attempt in journal ``state`` (docs/site-commands.md):
     ``queued`` during stage-in, ``running`` from compute start through stage-out,
-    then the terminal phase with the failing stage's record or the output commit."""
+    then the terminal phase with the failing stage's record or the output commit.
+    ``native_stage`` is the stage running now, the one that failed or was stopped,
+    or stage-out once it succeeded; None before stage-in."""
     by_stage = {s.stage: s for s in stages}
+    native_stage = state if state in STAGES else None
+    ended = next((s for s in stages if s.state in ("failed", "cancelled")), None)
+    if state in ("failed", "cancelled") and ended is not None:
+        native_stage = ended.stage
+    elif state == "succeeded":
+        native_stage = "stage-out"
     failure = None
     exit_code = signal = None
     if state == "failed":
@@ -343,6 +351,7 @@ def observation(state: str, stages: list[StageFacts], observed_at: str) -> dict[
         signal=signal,
         failure=failure,
         output_commit=out.output_commit if out is not None and state == "succeeded" else None,
+        native_stage=native_stage,
     )
 
 

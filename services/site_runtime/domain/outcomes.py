@@ -1,7 +1,8 @@
 """Observations and failure records shared by every executor (docs/site-commands.md,
 A result as the Runtime records it).
 
-An observation always has the same eight fields; a failed Attempt's ``failure`` is
+An observation always has the same ten fields (``confidence`` is added only when
+the observation is not current); a failed Attempt's ``failure`` is
 a bounded record — stage, scheduler state, job id, exit code, signal and a
 catalogued code (docs/site-runtime.md, Failure codes) — and never carries
 scheduler text, process output or secrets.
@@ -47,10 +48,18 @@ def observation(
     failure: dict[str, Any] | None = None,
     output_commit: str | None = None,
     endpoint: str | None = None,
+    native_stage: str | None = None,
+    native_wait: str | None = None,
+    confidence: str | None = None,
 ) -> dict[str, Any]:
     """One ``observation`` object: ``phase`` (docs/site-commands.md's phases) and the
-    facts known with it; ``observed_at`` is UTC ISO 8601 (:func:`now_iso`)."""
-    return {
+    facts known with it; ``observed_at`` is UTC ISO 8601 (:func:`now_iso`);
+    ``native_stage`` the stage ``native_state`` belongs to, ``native_wait`` a
+    native-wait code (``domain/native_waits.py``), ``confidence`` ``stale`` or
+    ``uncertain`` when the Site could not observe the work now (None: current)."""
+    if confidence not in (None, "stale", "uncertain"):
+        raise ValueError("confidence is stale, uncertain or None")
+    found = {
         "phase": phase,
         "native_state": native_state,
         "exit_code": exit_code,
@@ -58,5 +67,10 @@ def observation(
         "failure": failure,
         "output_commit": output_commit,
         "endpoint": endpoint,
+        "native_stage": native_stage,
+        "native_wait": native_wait,
         "observed_at": observed_at,
     }
+    if confidence is not None:
+        found["confidence"] = confidence
+    return found

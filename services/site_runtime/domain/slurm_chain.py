@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from site_runtime.domain.outcomes import failure_record, observation
+from site_runtime.domain.slurm_reconcile import EVIDENCE_LOST
 from site_runtime.domain.slurm_stages import STAGES, failure_code, has_started
 
 #: Stages the accepted-work deadline refuses once passed: work not yet submitted
@@ -79,7 +80,8 @@ def decide_outcome(stages: Mapping[str, StageView], cancel_requested: bool) -> V
     """The chain's end, or None while it goes on.
 
     The first stage (in order) that was refused or ended other than ``COMPLETED``
-    decides: ``CANCELLED`` → cancelled, else failed with its failure code. Else a
+    decides: ``CANCELLED`` → cancelled, else failed with its failure code
+    (``native-evidence-lost`` for a stage reconciliation found lost). Else a
     completed stage-out → succeeded; else a requested cancellation with no job still
     live and no submission in doubt → cancelled.
     """
@@ -93,7 +95,11 @@ def decide_outcome(stages: Mapping[str, StageView], cancel_requested: bool) -> V
             state = facts.get("state")
             if state == "CANCELLED":
                 return Verdict("cancelled", native_state="CANCELLED")
-            code = failure_code(stage, state, facts.get("exit_code"))
+            code = (
+                EVIDENCE_LOST
+                if facts.get("lost")
+                else failure_code(stage, state, facts.get("exit_code"))
+            )
             record = failure_record(
                 stage, state, row.job_id, facts.get("exit_code"), facts.get("signal"), code
             )
@@ -150,6 +156,16 @@ def next_submission(
                 return NextStep("deadline-passed", following)
             return NextStep("submit", following, p.job_id)
     return None
+
+
+def contradiction_verdict(stage: str, row: StageView, code: str) -> Verdict:
+    """The outcome of an Attempt stopped by a contradiction on ``stage`` (evidence kept
+    in the stage's facts): failed with ``code``."""
+    facts = _facts(row)
+    record = failure_record(
+        stage, facts.get("state"), row.job_id, facts.get("exit_code"), facts.get("signal"), code
+    )
+    return Verdict("failed", native_state=facts.get("state"), failure=record)
 
 
 def observed_phase(reported_running: bool, stages: Mapping[str, StageView]) -> str:

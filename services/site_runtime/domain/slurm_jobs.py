@@ -72,7 +72,8 @@ class NativeJob:
 
     ``state`` is the base state (``PENDING``, ``COMPLETED``...); ``flags`` the
     rest of a list-shaped ``job_state``; ``exit_code``/``signal`` are None when
-    unknown; ``source`` is ``slurmctld`` or ``slurmdbd``.
+    unknown; ``source`` is ``slurmctld`` or ``slurmdbd``; ``requeue`` whether
+    slurmctld may requeue the job (None when the record does not say).
     """
 
     job_id: str
@@ -87,6 +88,7 @@ class NativeJob:
     partition: str | None
     dependency: str | None
     source: str
+    requeue: bool | None = None
 
     @property
     def terminal(self) -> bool:
@@ -97,6 +99,18 @@ class NativeJob:
     def started(self) -> bool:
         """True when the job's commands run or ran (:func:`~.slurm_stages.has_started`)."""
         return has_started(self.state)
+
+
+class JobList(list[NativeJob]):
+    """slurmctld's job list, indexed once by job id and by name: every Attempt of an
+    observe cycle looks its jobs up in the same list, so a look-up must not scan it."""
+
+    def __init__(self, jobs: list[NativeJob]) -> None:
+        super().__init__(jobs)
+        self.by_id = {job.job_id: job for job in self}
+        self.by_name: dict[str, list[NativeJob]] = {}
+        for job in self:
+            self.by_name.setdefault(job.name, []).append(job)
 
 
 @dataclass(frozen=True)
@@ -167,3 +181,17 @@ def job_request(
     if hold:
         job["hold"] = True
     return job
+
+
+def wire_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The ``job`` object as v0.0.38 must receive it. Its parser treats ``requeue`` as
+    sbatch's ``--requeue`` flag whatever its value (``"requeue": false`` gives
+    ``Requeue=1``), so a request that disables requeueing sends ``no_requeue``
+    (``--no-requeue``) instead; the saved request keeps ``requeue: false``."""
+    body = dict(job)
+    requeue = body.pop("requeue", None)
+    if requeue is False:
+        body["no_requeue"] = True
+    elif requeue is True:
+        body["requeue"] = True
+    return body

@@ -103,20 +103,31 @@ def failure_code(stage: str, state: str | None, exit_code: int | None) -> str:
     )
 
 
-def native_state(stages: Sequence[tuple[str | None, Mapping[str, Any] | None]]) -> str | None:
-    """The Slurm state an Attempt reports: that of the first submitted stage not yet
-    ended (``PENDING`` before its first facts), else the last submitted one's.
+def reported_stage(
+    stages: Sequence[tuple[str, str | None, Mapping[str, Any] | None]],
+) -> tuple[str | None, dict[str, Any]]:
+    """The stage an Attempt reports and its saved facts: the first submitted stage not
+    yet ended (``PENDING`` before its first facts), else the last submitted one.
 
-    ``stages`` is ``(job id, saved facts)`` per stage in :data:`STAGES` order. Later
-    jobs wait on ``afterok`` and read PENDING while an earlier one runs, so the
-    Attempt is reported by the job that is actually current.
+    ``stages`` is ``(stage, job id, saved facts)`` per stage in :data:`STAGES` order.
+    Later jobs wait on ``afterok`` and read PENDING while an earlier one runs, so the
+    Attempt is reported by the job that is actually current. ``(None, {})`` before
+    any job was submitted.
     """
-    last = None
-    for job_id, facts in stages:
+    last: tuple[str | None, dict[str, Any]] = (None, {})
+    for stage, job_id, facts in stages:
         if not job_id:
             continue
-        facts = facts or {}
-        last = facts.get("state") or "PENDING"
-        if not facts.get("terminal"):
+        current = dict(facts or {})
+        current["state"] = current.get("state") or "PENDING"
+        last = (stage, current)
+        if not current.get("terminal"):
             return last
     return last
+
+
+def native_state(stages: Sequence[tuple[str | None, Mapping[str, Any] | None]]) -> str | None:
+    """The Slurm state an Attempt reports (:func:`reported_stage`'s); ``stages`` is
+    ``(job id, saved facts)`` per stage in :data:`STAGES` order."""
+    named = [(stage, job_id, facts) for stage, (job_id, facts) in zip(STAGES, stages, strict=False)]
+    return reported_stage(named)[1].get("state")

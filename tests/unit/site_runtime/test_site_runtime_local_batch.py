@@ -112,6 +112,16 @@ def test_phases_follow_the_stages():
     assert (done["phase"], done["exit_code"], done["output_commit"]) == ("succeeded", 0, "b" * 40)
 
 
+def test_the_native_stage_is_the_stage_running_or_the_one_that_ended_it():
+    at = "2026-11-29T11:00:00Z"
+    assert observation("prepared", [], at)["native_stage"] is None
+    assert observation("waiting", [], at)["native_stage"] is None
+    assert observation("compute", [StageFacts("compute", "running", 2)], at)["native_stage"] == "compute"
+    failed = [StageFacts("stage-in", "failed", 1, 75)]
+    assert observation("failed", failed, at)["native_stage"] == "stage-in"
+    assert observation("succeeded", [], at)["native_stage"] == "stage-out"
+
+
 def test_failure_record_is_bounded_facts_only():
     stage = StageFacts("compute", "failed", 42, None, 9, "wall-time-exceeded")
     assert failure_record(stage) == {

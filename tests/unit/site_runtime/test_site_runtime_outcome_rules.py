@@ -20,12 +20,17 @@ FIELDS = {
     "failure",
     "output_commit",
     "endpoint",
+    "native_stage",
+    "native_wait",
     "observed_at",
 }
 
 
-def test_an_observation_always_has_its_eight_fields():
+def test_an_observation_always_has_its_ten_fields_and_confidence_when_not_current():
     assert set(observation("queued", "T")) == FIELDS
+    assert observation("queued", "T", confidence="stale")["confidence"] == "stale"
+    with pytest.raises(ValueError):
+        observation("queued", "T", confidence="sure")
     assert observation("running", "T", native_state="RUNNING")["native_state"] == "RUNNING"
 
 

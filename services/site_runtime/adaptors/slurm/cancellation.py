@@ -3,25 +3,28 @@
 An uncertain submission is settled first, so no job of the chain is missed; then
 every submitted job is cancelled in the order and with the answer folding of
 :mod:`site_runtime.domain.slurm_cancellation`. A job Slurm no longer knows is
-looked up in accounting, since a 404 plus an empty accounting page is not proof
-of absence.
+reconciled with accounting (:mod:`site_runtime.domain.slurm_reconcile`): a 404
+plus an empty accounting page is not proof of absence until the reconciliation
+deadline passes, after which the stage is ``lost`` and counts as ended.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
-from site_runtime.adaptors.slurm import views
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
 from site_runtime.adaptors.slurm.rest import SlurmRest
-from site_runtime.adaptors.slurm.submission import StageSubmissions
+from site_runtime.adaptors.slurm.sightings import in_accounting
+from site_runtime.adaptors.slurm.submission import StageSubmissions, identity
 from site_runtime.application.ports import Deferred
 from site_runtime.domain.slurm_cancellation import (
     cancellation_order,
     fold_answers,
     settled_answer,
 )
+from site_runtime.domain.slurm_reconcile import ABSENT, Deadlines, Sighting, reconcile
 
 
 class ChainCancellation:
@@ -34,7 +37,11 @@ class ChainCancellation:
         rest: SlurmRest,
         submissions: StageSubmissions,
         fault: Callable[[str], None] = lambda step: None,
+        clock: Callable[[], float] = time.time,
+        deadlines: Deadlines = Deadlines(),
     ) -> None:
+        self.clock = clock
+        self.deadlines = deadlines
         self.journal = journal
         self.rest = rest
         self.submissions = submissions
@@ -68,12 +75,22 @@ class ChainCancellation:
                         step.job_id, credential=credential, user=user
                     )
                 elif answer == "not-found":
-                    seen = await self.rest.accounting_job(
-                        step.job_id, credential=credential, user=user
+                    # slurmctld's exact unknown-job answer: the queue is absent;
+                    # accounting and the reconciliation deadline decide the rest.
+                    found = reconcile(
+                        self.journal.stages(att.attempt_id)[step.stage].native,
+                        Sighting(ABSENT),
+                        await in_accounting(
+                            self.rest, step.job_id, credential=credential, user=user
+                        ),
+                        identity(att, step.stage),
+                        self.clock(),
+                        self.deadlines,
                     )
-                    if seen is not None:
-                        facts = views.native_facts(seen)
-                        self.journal.update_stage(att.attempt_id, step.stage, native=facts)
+                    self.journal.update_stage(att.attempt_id, step.stage, native=found.facts)
+                    if found.facts.get("terminal") or found.contradiction:
+                        answers.append("already-terminal")
+                        continue
                 settled = settled_answer(answer, seen)
                 if settled is None:
                     raise Deferred("slurm-observation-unavailable", "the job is not visible yet")

@@ -10,15 +10,22 @@ from contextlib import contextmanager
 from metallo.identity.verify import JwksUnavailable, MemberTokenRejected
 from site_runtime.adaptors.slurm.rest import SlurmUncertain, SlurmUnreachable
 from site_runtime.application.ports import Deferred
-from site_runtime.domain.native_errors import deferral_for
+from site_runtime.domain.native_errors import SITE_WIDE_TROUBLES, deferral_for
 
 log = logging.getLogger("metallo.site_runtime.slurm")
 
 
+class SiteWideDeferred(Deferred):
+    """A deferral of a Site-wide condition (``SITE_WIDE_TROUBLES``): it may hold the
+    Site's stream; every other deferral is bounded per Attempt."""
+
+
 def deferred(trouble: str) -> Deferred:
-    """The :class:`Deferred` of ``trouble`` (a key of ``DEFERRAL_FOR``)."""
+    """The :class:`Deferred` of ``trouble`` (a key of ``DEFERRAL_FOR``); a
+    :class:`SiteWideDeferred` for a Site-wide one."""
     code, message = deferral_for(trouble)
-    return Deferred(code, message)
+    kind = SiteWideDeferred if trouble in SITE_WIDE_TROUBLES else Deferred
+    return kind(code, message)
 
 
 @contextmanager

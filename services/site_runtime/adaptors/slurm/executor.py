@@ -33,9 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from metallo.identity.verify import MemberTokenRejected
+from metallo.identity.verify import MemberCredential, MemberTokenRejected
 from site_runtime.adaptors.slurm import views
 from site_runtime.adaptors.slurm.cancellation import ChainCancellation
+from site_runtime.adaptors.slurm.capacity import PartitionCapacity
+from site_runtime.adaptors.slurm.errors import SiteWideDeferred, deferring
 from site_runtime.adaptors.slurm.grants import StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
 from site_runtime.adaptors.slurm.material import Refusal, prepared_record
@@ -54,6 +56,8 @@ from site_runtime.application.site_access import (
     definite,
 )
 from site_runtime.domain import slurm_requests
+from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
+from site_runtime.domain.slurm_capacity import NEVER_FITS, never_fits
 from site_runtime.domain.slurm_chain import deadline_refuses
 from site_runtime.domain.slurm_stages import STAGES
 
@@ -100,10 +104,18 @@ class SlurmExecutor:
             submissions=self.submissions,
             grants=self.grants,
             clock=clock,
+            deadlines=settings.reconciliation,
         )
         self.cancellation = ChainCancellation(
-            journal=journal, rest=rest, submissions=self.submissions, fault=fault
+            journal=journal,
+            rest=rest,
+            submissions=self.submissions,
+            fault=fault,
+            clock=clock,
+            deadlines=settings.reconciliation,
         )
+        self._pending_since: dict[str, float] = {}
+        self.capacity = PartitionCapacity(rest)
         self.commands = JournaledExecutor(
             journal,
             {
@@ -220,6 +232,10 @@ class SlurmExecutor:
                 return self._refuse(command, "attempt-deadline-passed", DEADLINE_TEXT)
         try:
             credential = await self.submissions.credential(att)
+            if stage_in.state == "prepared":
+                reason = await self._never_fits(att, credential)
+                if reason is not None:
+                    return self._refuse(command, NEVER_FITS, reason)
             await self.submissions.ensure_submitted(att, "stage-in", None, credential)
         except SlurmRefused as refused:
             return self._refuse(command, refused.code, _refusal_text(refused.code))
@@ -243,8 +259,37 @@ class SlurmExecutor:
             ),
         )
 
+    async def _never_fits(self, att: AttemptRow, credential: MemberCredential) -> str | None:
+        """Why the compute request can never fit its partition (None: it can)."""
+        compute = att.record["compute"]
+        with deferring(att.attempt_id, token_rejection=False):
+            record = await self.capacity.partition(
+                compute["partition"], credential=credential, user=att.record["binding"]["user"]
+            )
+        return never_fits(compute, record)
+
     async def _observe(self, command: SiteCommand) -> CommandResult:
-        return await self.progress.observe(command, views.attempt(self.journal, command.attempt_id))
+        att = views.attempt(self.journal, command.attempt_id)
+        try:
+            result = await self.progress.observe(command, att)
+        except SiteWideDeferred:
+            raise
+        except Deferred as deferral:
+            # A condition of this Attempt alone keeps its observe pending for a
+            # bounded time only; then the answer is what is known, marked doubtful.
+            now = self.clock()
+            since = self._pending_since.setdefault(att.attempt_id, now)
+            if not attempt_pending_expired(since, now, self.settings.attempt_pending_seconds):
+                raise
+            log.warning(
+                "attempt %s: observe pending %.0f s (%s); answering with what is known",
+                att.attempt_id,
+                now - since,
+                deferral.code,
+            )
+            return self.progress.known(command, att, pending_confidence(deferral.code))
+        self._pending_since.pop(att.attempt_id, None)
+        return result
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         att = self.journal.attempt(command.attempt_id)
@@ -327,4 +372,6 @@ def _refusal_text(code: str | None) -> str:
     refused its repository grant (:class:`~.grants.GrantRefused`)."""
     if code and code.startswith("slurm-error-"):
         return "Slurm refused the stage-in job"
+    if code == "slurm-job-requeueable":
+        return "Slurm would requeue the stage-in job (the Site forces requeueing); it was cancelled"
     return f"the Site edge refused the stage-in job's repository grant ({code})"

@@ -2,8 +2,11 @@
 
 Each observation (unless cancellation was requested) first finishes any
 uncertain or held submission; it then reads every stage's job from one native
-list (slurmctld, then slurmdbd for a job that has left it), checks the saved
-identity, cancels held duplicates, releases the grant of an ended staging job,
+list (slurmctld) and, for a job that is not in it, from slurmdbd — each asked on
+its own — and reconciles both with the saved facts
+(:mod:`site_runtime.domain.slurm_reconcile`: reconciliation deadlines, terminal
+evidence immutable, a contradiction stops the Attempt with an explicit outcome
+instead of deferring); it cancels held duplicates, releases the grant of an ended staging job,
 and asks the domain (:mod:`site_runtime.domain.slurm_chain`) whether the chain
 ended and which stage is submitted next. The first ``running`` observation is
 saved before it is returned; a chain never goes back to ``queued``.
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from metallo.identity.verify import MemberCredential
-from site_runtime.adaptors.slurm import views
+from site_runtime.adaptors.slurm import sightings, views
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.grants import StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal, StageRow
@@ -42,13 +45,15 @@ from site_runtime.domain import slurm_requests
 from site_runtime.domain.outcomes import now_iso
 from site_runtime.domain.slurm_chain import (
     Verdict,
+    contradiction_verdict,
     deadline_failure,
     decide_outcome,
     next_submission,
     observed_phase,
     terminal_observation,
 )
-from site_runtime.domain.slurm_jobs import NativeJob
+from site_runtime.domain.slurm_jobs import JobList
+from site_runtime.domain.slurm_reconcile import Deadlines, worst
 from site_runtime.domain.slurm_settling import held_duplicates
 from site_runtime.domain.slurm_stages import STAGES, STAGING_STAGES
 
@@ -66,7 +71,9 @@ class ChainProgress:
         submissions: StageSubmissions,
         grants: StageGrants,
         clock: Callable[[], float],
+        deadlines: Deadlines = Deadlines(),
     ) -> None:
+        self.deadlines = deadlines
         self.journal = journal
         self.rest = rest
         self.submissions = submissions
@@ -105,9 +112,12 @@ class ChainProgress:
                 if stages[stage].state in ("submitting", "held"):
                     after = _predecessor_id(stages, stage)
                     await self.submissions.ensure_submitted(att, stage, after, credential)
-        await self._read_jobs(att, credential)
+        confidence, stopped = await self._read_jobs(att, credential)
         att = views.attempt(self.journal, att.attempt_id)
         stages = self.journal.stages(att.attempt_id)
+        if stopped is not None:
+            self._save_outcome(att, stages, stopped)
+            return await self.finish(command, views.attempt(self.journal, att.attempt_id))
         for stage in STAGING_STAGES:
             # A staging job's grant is revoked once the job has ended.
             if (stages[stage].native or {}).get("terminal") and stages[
@@ -140,41 +150,70 @@ class ChainProgress:
             # The first running observation is saved before it is returned: a
             # restarted Runtime never reports the Attempt queued again.
             self.journal.update_attempt(att.attempt_id, reported_running=1)
-        native = views.reported_state(self.journal, att.attempt_id)
-        return self._result(command, att.attempt_id, views.current(phase, self.clock(), native))
+        return self._result(
+            command,
+            att.attempt_id,
+            views.reported(self.journal, att.attempt_id, phase, self.clock(), confidence),
+        )
 
-    async def _read_jobs(self, att: AttemptRow, credential: MemberCredential) -> None:
-        """Save each live stage's native facts from one list (or accounting)."""
+    def known(self, command: SiteCommand, att: AttemptRow, confidence: str) -> CommandResult:
+        """The Attempt's observation from its saved facts alone, with ``confidence``
+        (``stale`` / ``uncertain``): the answer of an observe a condition of this
+        Attempt kept pending past its bound."""
+        if att.outcome is not None:
+            return self._result(command, att.attempt_id, att.outcome)
+        stages = self.journal.stages(att.attempt_id)
+        if stages["stage-in"].job_id is None:
+            phase = "prepared"
+        else:
+            phase = observed_phase(bool(att.reported_running), stages)
+        observation = views.reported(self.journal, att.attempt_id, phase, self.clock(), confidence)
+        return self._result(command, att.attempt_id, observation)
+
+    async def _read_jobs(
+        self, att: AttemptRow, credential: MemberCredential
+    ) -> tuple[str | None, Verdict | None]:
+        """Reconcile and save each live stage's facts (module doc); the Attempt's
+        confidence now and the verdict of a contradiction that stops it, if any."""
         user = att.record["binding"]["user"]
         stages = self.journal.stages(att.attempt_id)
-        jobs = await self.rest.list_jobs(credential=credential, user=user)
-        await self._sweep_duplicates(att, stages, jobs, credential)
-        by_id = {j.job_id: j for j in jobs}
+        jobs = await sightings.queue_jobs(self.rest, credential=credential, user=user)
+        if jobs is not None:
+            await self._sweep_duplicates(att, stages, jobs, credential)
+        confidences: list[str | None] = []
         for row in (stages[s] for s in STAGES):
             if row.job_id is None or (row.native or {}).get("terminal"):
                 continue
-            job = by_id.get(row.job_id)
-            if job is None:
-                job = await self.rest.accounting_job(row.job_id, credential=credential, user=user)
-            if job is None:
-                continue  # accounting lag: keep the last known state
-            if not identity(att, row.stage).matches(job):
+            found = await sightings.reconcile_job(
+                self.rest,
+                job_id=row.job_id,
+                saved=row.native,
+                jobs=jobs,
+                identity=identity(att, row.stage),
+                credential=credential,
+                user=user,
+                now=self.clock(),
+                deadlines=self.deadlines,
+            )
+            self.journal.update_stage(att.attempt_id, row.stage, native=found.facts)
+            confidences.append(found.confidence)
+            if found.contradiction is not None:
                 log.error(
-                    "attempt %s %s: job %s does not carry the saved identity",
+                    "attempt %s %s: job %s contradicts the saved record (%s)",
                     att.attempt_id,
                     row.stage,
                     row.job_id,
+                    found.contradiction,
                 )
-                raise Deferred(
-                    "slurm-observation-unavailable", "a saved job id shows another identity"
-                )
-            self.journal.update_stage(att.attempt_id, row.stage, native=views.native_facts(job))
+                row = self.journal.stages(att.attempt_id)[row.stage]
+                return None, contradiction_verdict(row.stage, row, found.contradiction)
+        return worst(confidences), None
 
     async def _sweep_duplicates(
         self,
         att: AttemptRow,
         stages: dict[str, StageRow],
-        jobs: list[NativeJob],
+        jobs: JobList,
         credential: MemberCredential,
     ) -> None:
         """Cancel held jobs that carry a stage's identity but are not its saved job."""
@@ -182,7 +221,9 @@ class ChainProgress:
         for row in stages.values():
             if row.state not in ("held", "submitted"):
                 continue
-            for job_id in held_duplicates(identity(att, row.stage), jobs, row.job_id):
+            wanted = identity(att, row.stage)
+            named = jobs.by_name.get(wanted.name, [])
+            for job_id in held_duplicates(wanted, named, row.job_id):
                 log.warning(
                     "attempt %s %s: cancelling held duplicate job %s",
                     att.attempt_id,

@@ -121,6 +121,7 @@ def parse_job(job: Any, source: str) -> NativeJob:
         partition=_text(job.get("partition")) or None,
         dependency=_text(dependency) or None,
         source=source,
+        requeue=job["requeue"] if isinstance(job.get("requeue"), bool) else None,
     )
 
 

@@ -38,7 +38,7 @@ from site_runtime.adaptors.slurm.responses import (
     parse_jobs,
     submitted_job_id,
 )
-from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob
+from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob, wire_job
 
 API = "v0.0.38"
 DB_API = "v0.0.38"  # served under /slurmdb/ by the openapi/dbv0.0.38 plugin
@@ -76,6 +76,16 @@ class SlurmRefused(SlurmAccessError):
         super().__init__(f"slurmctld refused the job (error {error_number})")
         self.error_number = error_number
         self.code = f"slurm-error-{error_number}"
+
+
+class SlurmJobRequeueable(SlurmRefused):
+    """The submitted job's record says slurmctld may requeue it although the request
+    disabled requeueing: it is cancelled before release and the stage refused."""
+
+    def __init__(self) -> None:
+        SlurmAccessError.__init__(self, "the submitted job is requeueable")
+        self.error_number = 0
+        self.code = "slurm-job-requeueable"
 
 
 class SlurmLimited(SlurmAccessError):
@@ -120,7 +130,7 @@ class SlurmRest:
     list_cache_seconds: float = 2.0
     clock: Callable[[], float] = time.monotonic
     _client: httpx.AsyncClient | None = None
-    _list_cache: tuple[float, list[NativeJob]] | None = None
+    _list_cache: tuple[float, JobList] | None = None
     _list_lock: asyncio.Lock | None = None
     list_requests: int = 0
 
@@ -184,7 +194,7 @@ class SlurmRest:
         headers = await self._headers(credential, user)
         if before_post is not None:
             before_post()
-        body_job = dict(job)
+        body_job = wire_job(job)
         body_job["environment"] = {**job.get("environment", {}), **secret_environment}
         payload = json.dumps({"script": script, "job": body_job})
         try:
@@ -214,7 +224,7 @@ class SlurmRest:
             raise SlurmRefused(definite[0])
         raise SlurmUncertain(f"the submission answered HTTP {response.status_code}")
 
-    async def list_jobs(self, *, credential: MemberCredential, user: str) -> list[NativeJob]:
+    async def list_jobs(self, *, credential: MemberCredential, user: str) -> JobList:
         """All jobs slurmctld knows, from one request shared for ``list_cache_seconds``."""
         if self._list_lock is None:
             self._list_lock = asyncio.Lock()
@@ -229,11 +239,30 @@ class SlurmRest:
             body = await self._get(f"/slurm/{API}/jobs", headers)
             self.list_requests += 1
             try:
-                jobs = parse_jobs(body, "slurmctld")
+                jobs = JobList(parse_jobs(body, "slurmctld"))
             except ResponseShapeError:
                 raise SlurmUncertain("the job list has an unknown shape") from None
             self._list_cache = (self.clock(), jobs)
             return jobs
+
+    async def job(
+        self, job_id: str, *, credential: MemberCredential, user: str
+    ) -> NativeJob | None:
+        """The job as slurmctld shows it now (one request), None when it is unknown."""
+        headers = await self._headers(credential, user)
+        body = await self._get(f"/slurm/{API}/job/{int(job_id)}", headers, allow_missing=True)
+        if body is None:
+            return None
+        try:
+            jobs = [j for j in parse_jobs(body, "slurmctld") if j.job_id == str(int(job_id))]
+        except ResponseShapeError:
+            raise SlurmUncertain("the job answer has an unknown shape") from None
+        return jobs[0] if jobs else None
+
+    async def read(self, path: str, *, credential: MemberCredential, user: str) -> Any:
+        """The JSON body of a GET of ``path`` (e.g. ``/slurm/v0.0.38/nodes``); raises
+        SlurmUnreachable / SlurmUncertain as every request does."""
+        return await self._get(path, await self._headers(credential, user))
 
     def forget_list(self) -> None:
         """Drop the cached job list (after a submission or cancellation changed it)."""

@@ -17,6 +17,9 @@ A malformed value stops the Runtime before it opens a journal (:class:`SettingsE
 | ``SLURM_JWT_ISSUER`` | exact ``iss`` of member tokens | required |
 | ``SLURM_JWT_AUTHORIZED_PARTY`` | exact ``azp`` of member tokens | required |
 | ``SLURM_JWKS_URL`` | issuer JWKS (https, loopback http, or ``file:`` path) | required |
+| ``SLURM_LOST_DEADLINE_SECONDS`` | how long a job may be absent from slurmctld and accounting before its stage is ``lost`` | ``600`` |
+| ``SLURM_REQUEUE_DEADLINE_SECONDS`` | how long a job preempted in accounting may stay out of the queue before it is ``preempted`` | ``300`` |
+| ``SLURM_ATTEMPT_PENDING_SECONDS`` | how long a condition of one Attempt may keep its ``observe`` pending before it answers with what is known | ``60`` |
 | ``SLURM_NATIVE_NAME_PREFIX`` | prefix of native job names and comments | ``metallo`` |
 | ``SLURM_WORKSPACE_ROOT`` | where member jobs create Attempt workspaces and logs | ``/var/lib/metallo-slurm-lab/workspaces`` |
 | ``REPOSITORY_CA_FILE`` | CA of the repository server, given to staging jobs | none |
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from site_runtime.domain.slurm_jobs import StagingSettings, check_prefix
+from site_runtime.domain.slurm_reconcile import Deadlines
 
 MAX_INT = 2_147_483_647
 _CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -99,6 +103,8 @@ class SlurmSettings:
     staging: StagingSettings = field(default_factory=StagingSettings)
     gpu_gres: Mapping[str, str] = field(default_factory=dict)
     max_wall_seconds: int | None = None
+    reconciliation: Deadlines = field(default_factory=Deadlines)
+    attempt_pending_seconds: int = 60
     jwt_issuer: str = ""
     jwt_authorized_party: str = ""
     jwks_url: str = ""
@@ -148,6 +154,17 @@ class SlurmSettings:
             staging=staging,
             gpu_gres=parse_gpu_gres(env.get("SLURM_GPU_GRES")),
             max_wall_seconds=parse_max_wall(env.get("SLURM_MAX_WALL_SECONDS")),
+            attempt_pending_seconds=parse_positive(
+                "SLURM_ATTEMPT_PENDING_SECONDS", env.get("SLURM_ATTEMPT_PENDING_SECONDS"), 60
+            ),
+            reconciliation=Deadlines(
+                lost_seconds=parse_positive(
+                    "SLURM_LOST_DEADLINE_SECONDS", env.get("SLURM_LOST_DEADLINE_SECONDS"), 600
+                ),
+                requeue_seconds=parse_positive(
+                    "SLURM_REQUEUE_DEADLINE_SECONDS", env.get("SLURM_REQUEUE_DEADLINE_SECONDS"), 300
+                ),
+            ),
             jwt_issuer=env["SLURM_JWT_ISSUER"].strip(),
             jwt_authorized_party=env["SLURM_JWT_AUTHORIZED_PARTY"].strip(),
             jwks_url=env["SLURM_JWKS_URL"].strip(),

@@ -21,7 +21,13 @@ from metallo.identity.verify import JwksUnavailable, MemberCredential, MemberTok
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.grants import GrantRefused, StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal, StageRow
-from site_runtime.adaptors.slurm.rest import SlurmLimited, SlurmRefused, SlurmRest, SlurmUnreachable
+from site_runtime.adaptors.slurm.rest import (
+    SlurmJobRequeueable,
+    SlurmLimited,
+    SlurmRefused,
+    SlurmRest,
+    SlurmUnreachable,
+)
 from site_runtime.adaptors.slurm.scripts import scripts_for
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.ports import Deferred
@@ -120,12 +126,35 @@ class StageSubmissions:
             if row.state == "prepared":
                 row = await self.post(att, stage, after, credential)
             if row.state == "held":
+                await self.refuse_requeueable(att, row, credential)
                 await self.rest.release(row.job_id, credential=credential, user=user)
                 self.journal.update_stage(att.attempt_id, stage, state="submitted")
                 row = self.journal.stages(att.attempt_id)[stage]
             if row.state != "submitted" or row.job_id is None:
                 raise Deferred("slurm-observation-unavailable", "the stage is not submitted yet")
             return row.job_id
+
+    async def refuse_requeueable(
+        self, att: AttemptRow, row: StageRow, credential: MemberCredential
+    ) -> None:
+        """Before release: read the held job's record; a job slurmctld may requeue
+        (Slurm would re-run Metallo's work) is cancelled, its stage refused
+        ``slurm-job-requeueable``, and SlurmJobRequeueable raised."""
+        user = att.record["binding"]["user"]
+        assert row.job_id is not None
+        job = await self.rest.job(row.job_id, credential=credential, user=user)
+        if job is None or job.requeue is not True:
+            return
+        log.error(
+            "attempt %s %s: job %s is requeueable; cancelled", att.attempt_id, row.stage, row.job_id
+        )
+        await self.rest.cancel(row.job_id, credential=credential, user=user)
+        refused = SlurmJobRequeueable()
+        self.journal.update_stage(
+            att.attempt_id, row.stage, state="refused", refusal={"code": refused.code}
+        )
+        await self.grants.release(att.attempt_id, row.stage)
+        raise refused
 
     async def post(
         self, att: AttemptRow, stage: str, after: str | None, credential: MemberCredential

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
+from site_runtime.domain.native_waits import slurm_wait
 from site_runtime.domain.outcomes import now_iso, observation
 from site_runtime.domain.slurm_jobs import NativeJob
-from site_runtime.domain.slurm_stages import STAGES, native_state
+from site_runtime.domain.slurm_reconcile import facts_of
+from site_runtime.domain.slurm_stages import STAGES, native_state, reported_stage
 
 
 def attempt(journal: SlurmJournal, attempt_id: str) -> AttemptRow:
@@ -32,16 +34,28 @@ def reported_state(journal: SlurmJournal, attempt_id: str) -> str | None:
 
 def native_facts(job: NativeJob) -> dict[str, Any]:
     """The journaled facts of a native job: state, terminal, exit_code, signal, reason, source."""
-    return {
-        "state": job.state,
-        "terminal": job.terminal,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "reason": job.reason,
-        "source": job.source,
-    }
+    return facts_of(job)
 
 
 def current(phase: str, now: float, native: str | None = None) -> dict[str, Any]:
     """A non-terminal observation in ``phase`` at ``now`` (epoch seconds)."""
     return observation(phase, now_iso(now), native_state=native)
+
+
+def reported(
+    journal: SlurmJournal, attempt_id: str, phase: str, now: float, confidence: str | None
+) -> dict[str, Any]:
+    """The non-terminal observation of the Attempt's reported stage: its Slurm state,
+    the stage, the native-wait code of a pending job's ``Reason``, and ``confidence``."""
+    stages = journal.stages(attempt_id)
+    stage, facts = reported_stage([(s, stages[s].job_id, stages[s].native) for s in STAGES])
+    state = facts.get("state")
+    wait = slurm_wait(facts.get("reason")) if state == "PENDING" else None
+    return observation(
+        phase,
+        now_iso(now),
+        native_state=state,
+        native_stage=stage,
+        native_wait=wait,
+        confidence=confidence,
+    )
