@@ -14,6 +14,7 @@ import pytest
 from metallo.devstack import supervisor as sup
 from metallo.devstack.components import Component, Options, plan
 from metallo.devstack.layout import Layout
+from tests.unit.devstack_support import with_broker_users
 
 
 def state(layout: Layout) -> dict:
@@ -79,14 +80,7 @@ async def test_a_child_that_dies_at_start_fails_the_stack(layout):
 
 
 def test_plan_orders_components_and_configures_the_runtime(tmp_path):
-    from metallo.devstack.layout import write_secret
-    from metallo.devstack.rabbitmq import USERS_FILE, principal
-
-    layout = Layout(tmp_path)
-    layout.make()
-    write_secret(layout.secrets / USERS_FILE, json.dumps(
-        {principal(s): f"pw-{s}" for s in ("site_coordination", "workload_portfolio",
-                                           "execution_core", "pipeline_coordination")}))
+    layout = with_broker_users(Layout(tmp_path))
     components, missing = plan(layout, Options(executor="slurm", edge_port=9443))
     names = [c.name for c in components] + missing
     assert names[0] == "site_coordination" and "site_runtime" in names
@@ -207,7 +201,7 @@ async def test_a_service_is_ready_once_its_queries_queue_is_consumed(layout, amq
     # service serves. A command server consumes its queries queue last.
     import aio_pika
 
-    components, _missing = plan(layout, Options(executor="local"))
+    components, _missing = plan(with_broker_users(layout), Options(executor="local"))
     served = {c.name: c.ready for c in components if c.ready.startswith("queue:")}
     assert served, "no queue-served service in this checkout"
     assert all(ready == f"queue:{name}.queries" for name, ready in served.items())

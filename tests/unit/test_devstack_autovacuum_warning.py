@@ -15,6 +15,7 @@ from metallo.devstack.components import SERVICES, Options, plan
 from metallo.devstack.layout import Layout
 from metallo.persistence import migrations
 from metallo.persistence.migrations import AUTOVACUUM_CHECKED_ENV, migrate
+from tests.unit.devstack_support import with_broker_users
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "services" / "pipeline_coordination" / "migrations"
 WARNING = "autovacuum is off"
@@ -81,7 +82,8 @@ async def test_dev_up_says_nothing_when_autovacuum_runs(monkeypatch):
 
 
 def test_the_services_dev_up_starts_are_told_it_checked(tmp_path):
-    components, _missing = plan(Layout(tmp_path / "dev"), Options(executor="local"))
+    components, _missing = plan(with_broker_users(Layout(tmp_path / "dev")),
+                               Options(executor="local"))
     services = [c for c in components if c.name in SERVICES]
     assert services, "no service of the dev stack in this checkout"
     assert all(c.env.get(AUTOVACUUM_CHECKED_ENV) == "1" for c in services)
