@@ -13,6 +13,7 @@ import pytest
 from metallo.operations.readiness import Readiness
 from metallo.operations.server import OpsServer
 from tests.unit.cli_support import run_cli
+from tests.unit.devstack_support import with_broker_users
 
 
 async def _behind() -> str | None:
@@ -77,7 +78,7 @@ def test_every_component_gets_its_own_loopback_ops_address(tmp_path):
     from metallo.devstack.components import Options, plan
     from metallo.devstack.layout import Layout
 
-    components, _missing = plan(Layout(tmp_path), Options(executor="local"))
+    components, _missing = plan(with_broker_users(Layout(tmp_path)), Options(executor="local"))
     addresses = [c.env["METALLO_OPS_ADDRESS"] for c in components]
     assert len(set(addresses)) == len(components) == 5
     assert all(a.startswith("127.0.0.1:") for a in addresses)
