@@ -17,8 +17,14 @@ class GovernanceAuthority:
 
         Raises AuthorityUnavailable when the file is missing or invalid.
         """
+        return self._current().has_capability(project, member, capability)
+
+    def project_exists(self, project: str) -> bool:
+        """Whether the governance file names ``project``. Raises AuthorityUnavailable."""
+        return self._current().project(project) is not None
+
+    def _current(self):
         try:
-            g = self.governance.current()
+            return self.governance.current()
         except GovernanceError as e:
             raise AuthorityUnavailable(f"the Project authority cannot answer: {e.problems[0]}") from None
-        return g.has_capability(project, member, capability)

@@ -57,6 +57,9 @@ class ProjectAuthority(Protocol):
     def allowed(self, project: str, member: str, capability: str) -> bool:
         """Whether ``member`` holds ``capability`` in ``project`` now. Raises AuthorityUnavailable."""
 
+    def project_exists(self, project: str) -> bool:
+        """Whether the authority knows ``project`` at all. Raises AuthorityUnavailable."""
+
 
 @dataclass(frozen=True)
 class LaunchRequest:

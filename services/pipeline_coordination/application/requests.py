@@ -35,13 +35,18 @@ DEFAULT_PAGE = 50
 
 
 def check(authority: ProjectAuthority, project: str, member: str, capability: str) -> None:
-    """Refuse unless ``member`` holds ``capability`` in ``project`` now (never a cached verdict)."""
+    """Refuse unless ``member`` holds ``capability`` in ``project`` now (never a cached verdict):
+    ``project-not-found`` for a Project the authority does not know, else
+    ``permission-denied``. Only the Project asked for is named, never another."""
     if not project or not member:
         raise Rejected("invalid-argument", "metadata.project and metadata.acting_member are required")
     try:
         ok = authority.allowed(project, member, capability)
+        known = ok or authority.project_exists(project)
     except AuthorityUnavailable as e:
         raise Rejected("governance-unavailable", str(e)) from None
+    if not known:
+        raise Rejected("project-not-found", f"Project {project} is unknown to the Project authority")
     if not ok:
         raise Rejected("permission-denied", f"member {member} lacks {capability} in Project {project}")
 
