@@ -46,17 +46,21 @@ NAMESPACE = "metallo-demo"
 KINDS = {"Job": Job, "Pod": Pod, "PersistentVolumeClaim": PersistentVolumeClaim, "Secret": Secret}
 
 
-def admin() -> Client:
-    """A lightkube client with the lab administrator's kubeconfig (for checks)."""
-    return Client(KubeConfig.from_file(ADMIN_KUBECONFIG), trust_env=False)
+def admin(kubeconfig: Path = ADMIN_KUBECONFIG) -> Client:
+    """A lightkube client with the lab administrator's kubeconfig (for checks), or
+    ``kubeconfig`` (a real cluster's, tests/k8s_real)."""
+    return Client(KubeConfig.from_file(kubeconfig), trust_env=False)
 
 
-def objects_of(attempt_id: str) -> dict[str, list[dict[str, Any]]]:
-    """Every Job, Pod, PVC and Secret labelled with ``attempt_id``, by kind."""
-    client = admin()
+def objects_of(
+    attempt_id: str, kubeconfig: Path = ADMIN_KUBECONFIG, namespace: str = ALL_NS
+) -> dict[str, list[dict[str, Any]]]:
+    """Every Job, Pod, PVC and Secret labelled with ``attempt_id``, by kind (read with
+    ``kubeconfig`` in ``namespace``, all by default)."""
+    client = admin(kubeconfig)
     selector = {LABEL_ATTEMPT: label_value(attempt_id)}
     found = {
-        kind: [o.to_dict() for o in client.list(res, namespace=ALL_NS, labels=selector)]
+        kind: [o.to_dict() for o in client.list(res, namespace=namespace, labels=selector)]
         for kind, res in KINDS.items()
     }
     client.close()
@@ -80,15 +84,17 @@ def storage_quota_mib(namespace: str = NAMESPACE) -> int:
     return int(value[:-2]) * units[value[-2:]]
 
 
-def sweep(site_id: str | None = None) -> int:
+def sweep(
+    site_id: str | None = None, kubeconfig: Path = ADMIN_KUBECONFIG, namespace: str = ALL_NS
+) -> int:
     """Delete every object the executor tests left (their Site label starts with
     :data:`TEST_SITE_PREFIX`, or is ``site_id``); returns how many. The lab is shared
     and its quota counts them."""
-    client = admin()
+    client = admin(kubeconfig)
     selector = {"app.kubernetes.io/managed-by": "metallo"}
     swept = 0
     for kind in ("Job", "Pod", "Secret", "PersistentVolumeClaim"):
-        for obj in client.list(KINDS[kind], namespace=ALL_NS, labels=selector):
+        for obj in client.list(KINDS[kind], namespace=namespace, labels=selector):
             site = (obj.metadata.labels or {}).get("metallo.dev/site", "")
             if site == site_id or (site_id is None and site.startswith(TEST_SITE_PREFIX)):
                 with contextlib.suppress(Exception):

@@ -69,7 +69,7 @@ async def test_unschedulable_pod_shows_its_wait_code_then_cancel(k8s_lab, tmp_pa
     try:
         drv = await _started(executor, ["true"], gpus=1, gpuClass="a100")
         waiting = await observe_until(
-            executor, drv, {"queued"}, wait="kubernetes-pod-unschedulable"
+            executor, drv, {"queued"}, wait="kubernetes-unschedulable"
         )
         assert waiting.observation["native_state"] == "Pending"
         assert "Insufficient" not in json.dumps(waiting.to_json())  # a code, never provider text
@@ -84,7 +84,7 @@ async def test_an_image_the_lab_does_not_have_waits_with_image_code(k8s_lab, tmp
     executor = make_executor(tmp_path / "state", KUBERNETES_JOB_IMAGE="registry.invalid/none:1")
     try:
         drv = await _started(executor, ["true"])
-        await observe_until(executor, drv, {"queued"}, wait="kubernetes-image-unavailable")
+        await observe_until(executor, drv, {"queued"}, wait="kubernetes-image-pull")
         await _cancel(executor, drv)
     finally:
         await executor.close()

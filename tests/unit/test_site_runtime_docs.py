@@ -34,10 +34,11 @@ def test_the_guide_keeps_its_sections():
 def test_every_kubernetes_code_is_explained_in_the_guide():
     from site_runtime.domain.kubernetes_batch import REFUSALS as K8S_REFUSALS
     from site_runtime.domain.kubernetes_observation import FAILURES as K8S_FAILURES
-    from site_runtime.domain.kubernetes_status import WAIT_CODES
+    from site_runtime.domain.native_waits import KUBERNETES_REASONS
 
     text = GUIDE.read_text(encoding="utf-8")
     section = text[text.index("## Kubernetes executor"):]
-    missing = [c for c in [*K8S_REFUSALS, *K8S_FAILURES, *WAIT_CODES] if f"`{c}`" not in text]
+    codes = [*K8S_REFUSALS, *K8S_FAILURES, *KUBERNETES_REASONS.values()]
+    missing = [c for c in codes if f"`{c}`" not in text]
     assert missing == []
     assert "k8s-lab.md" in section and "KUBERNETES_KUBECONFIG" in section

@@ -4,7 +4,8 @@ PodStatus, ContainerState; seed 001, native-wait codes; seed 004 §5B).
 :func:`pod_facts` and :func:`job_facts` turn the JSON the API returns into a
 :class:`StageState`: ``pending`` | ``running`` | ``succeeded`` | ``failed``, the exact
 exit code and signal of the container that decided it, a failure code, and — while a
-Pod waits — a native-wait code of :data:`WAIT_CODES` (never provider text). Pure.
+Pod waits — a native-wait code of the catalogue (``native_waits.kubernetes_wait``;
+never provider text). Pure.
 """
 
 from __future__ import annotations
@@ -12,25 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: Native-wait codes of Kubernetes Pods (seed 001) and what each means for a member.
-WAIT_CODES = {
-    "kubernetes-pod-unschedulable": "no node can take the Pod now (its requests exceed what "
-    "the nodes have free, or no node matches its GPU class)",
-    "kubernetes-image-unavailable": "the container image cannot be pulled",
-    "kubernetes-container-config-error": "the container cannot be created from its "
-    "configuration (e.g. a Secret or volume it needs is missing)",
-    "kubernetes-container-crash-loop": "a container keeps crashing and is restarted with back-off",
-}
-_WAIT_REASONS = {
-    "ErrImagePull": "kubernetes-image-unavailable",
-    "ImagePullBackOff": "kubernetes-image-unavailable",
-    "InvalidImageName": "kubernetes-image-unavailable",
-    "ErrImageNeverPull": "kubernetes-image-unavailable",
-    "CreateContainerConfigError": "kubernetes-container-config-error",
-    "CreateContainerError": "kubernetes-container-config-error",
-    "RunContainerError": "kubernetes-container-config-error",
-    "CrashLoopBackOff": "kubernetes-container-crash-loop",
-}
+from site_runtime.domain.native_waits import kubernetes_wait
+
 #: Job condition reasons that map to a failure code of docs/site-commands.md.
 _JOB_FAILURES = {"DeadlineExceeded": "wall-time-exceeded"}
 
@@ -71,12 +55,12 @@ def wait_code(pod: dict[str, Any]) -> str | None:
             and condition.get("status") == "False"
             and condition.get("reason") == "Unschedulable"
         ):
-            return "kubernetes-pod-unschedulable"
+            return kubernetes_wait("Unschedulable")
     status = pod.get("status") or {}
     for key in ("initContainerStatuses", "containerStatuses"):
         for container in status.get(key) or []:
             waiting = (container.get("state") or {}).get("waiting") or {}
-            code = _WAIT_REASONS.get(str(waiting.get("reason") or ""))
+            code = kubernetes_wait(str(waiting.get("reason") or ""))
             if code is not None:
                 return code
     return None

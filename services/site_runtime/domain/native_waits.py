@@ -74,17 +74,25 @@ _SLURM_PREFIXES = (("QOS", "slurm-qos-limit"), ("Assoc", "slurm-association-limi
 # Reasons that mean the job is not waiting at all.
 _SLURM_NONE = frozenset({"", "None"})
 
-_KUBERNETES = MappingProxyType(
+#: Kubernetes reasons -> catalogued codes: a ``PodScheduled`` condition's reason and a
+#: (init) container's ``state.waiting.reason`` (Kubernetes API reference, ContainerStateWaiting;
+#: kubelet's images and container-runtime error reasons). The kubernetes executor's
+#: codes come only from here.
+KUBERNETES_REASONS = MappingProxyType(
     {
         "Unschedulable": "kubernetes-unschedulable",
         "ErrImagePull": "kubernetes-image-pull",
         "ImagePullBackOff": "kubernetes-image-pull",
         "InvalidImageName": "kubernetes-image-pull",
+        "ErrImageNeverPull": "kubernetes-image-pull",
         "CreateContainerConfigError": "kubernetes-container-config",
         "CreateContainerError": "kubernetes-container-config",
+        "RunContainerError": "kubernetes-container-config",
         "CrashLoopBackOff": "kubernetes-crash-loop",
     }
 )
+if not set(KUBERNETES_REASONS.values()) <= NATIVE_WAIT_CODES:  # one list: fail at import
+    raise RuntimeError("a Kubernetes reason maps to an uncatalogued native-wait code")
 
 
 def slurm_wait(reason: str | None) -> str | None:
@@ -108,7 +116,7 @@ def slurm_wait(reason: str | None) -> str | None:
 def kubernetes_wait(reason: str | None) -> str | None:
     """The native-wait code of a Pod's waiting reason (a ``PodScheduled`` condition's
     ``Unschedulable``, a container's ``waiting.reason``); None for any other reason."""
-    return _KUBERNETES.get((reason or "").strip())
+    return KUBERNETES_REASONS.get((reason or "").strip())
 
 
 def text(code: str) -> str:

@@ -259,7 +259,7 @@ def test_observation_phases_and_failure_record():
         fixture("jobs.json")["cases"][0]["job"], [fixture("pods.json")["cases"][0]["pod"]]
     )
     queued = observation("compute", ends=ends[:1], current=pending, output=None, observed_at="t")
-    assert queued["phase"] == "queued" and queued["native_wait"] == "kubernetes-pod-unschedulable"
+    assert queued["phase"] == "queued" and queued["native_wait"] == "kubernetes-unschedulable"
     done = observation(
         "succeeded",
         ends=[StageEnd("compute", "j", 0, None, None)],
@@ -274,10 +274,10 @@ LAB_FIXTURES = Path(__file__).resolve().parents[2] / "k8s" / "fixtures"
 #: What the executor reads from each of the lab's recorded objects (tests/k8s/fixtures,
 #: shapes the lab serves, with their Kubernetes API reference source).
 LAB_EXPECTED = {
-    "pod-unschedulable.json": ("pod", {"state": "pending", "wait_code": "kubernetes-pod-unschedulable"}),
-    "pod-image-pull-backoff.json": ("pod", {"state": "pending", "wait_code": "kubernetes-image-unavailable"}),
+    "pod-unschedulable.json": ("pod", {"state": "pending", "wait_code": "kubernetes-unschedulable"}),
+    "pod-image-pull-backoff.json": ("pod", {"state": "pending", "wait_code": "kubernetes-image-pull"}),
     "pod-create-container-config-error.json": (
-        "pod", {"state": "pending", "wait_code": "kubernetes-container-config-error"}),
+        "pod", {"state": "pending", "wait_code": "kubernetes-container-config"}),
     "pod-succeeded.json": ("pod", {"state": "succeeded", "exit_code": 0, "signal": None}),
     "pod-signal-killed.json": ("pod", {"state": "failed", "exit_code": 137, "signal": 9}),
     "job-complete.json": ("job", {"state": "succeeded"}),

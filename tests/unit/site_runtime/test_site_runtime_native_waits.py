@@ -67,6 +67,8 @@ def test_a_slurm_reason_maps_to_its_code(reason, code):
         ("CreateContainerConfigError", "kubernetes-container-config"),
         ("CreateContainerError", "kubernetes-container-config"),
         ("CrashLoopBackOff", "kubernetes-crash-loop"),
+        ("ErrImageNeverPull", "kubernetes-image-pull"),
+        ("RunContainerError", "kubernetes-container-config"),
         ("ContainerCreating", None),
         ("", None),
         (None, None),
@@ -79,7 +81,7 @@ def test_a_kubernetes_reason_maps_to_its_code(reason, code):
 def test_every_code_the_maps_give_is_catalogued():
     from site_runtime.domain import native_waits
 
-    given = set(native_waits._SLURM_EXACT.values()) | set(native_waits._KUBERNETES.values())
+    given = set(native_waits._SLURM_EXACT.values()) | set(native_waits.KUBERNETES_REASONS.values())
     given |= {code for _, code in native_waits._SLURM_PREFIXES}
     assert given | {SLURM_OTHER} == set(native_waits.NATIVE_WAIT_CODES)
 
