@@ -16,9 +16,9 @@ import pytest
 import uvicorn
 
 from metallo.cli import credentials
+from metallo.dev_certificates import make_dev_certificates
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.identity.lab_login import LabAccount, hash_password, login_app, mount, write_accounts
-from site_coordination.adaptors.edge.tls import make_dev_certificates
 from tests.unit.cli_support import cli
 
 pytestmark = pytest.mark.integration
