@@ -53,10 +53,20 @@ def stack_state() -> dict | None:
 
 
 @pytest.fixture(scope="session")
-def local_stack():
-    """The dev stack with the local executor, running for the tests that need it."""
+def _stack_owner():
+    """Stops, at the end of the session, a stack this session started."""
+    started: list[bool] = []
+    yield started
+    if started:
+        metallo("dev", "down", timeout=180)
+
+
+@pytest.fixture(scope="module")
+def local_stack(_stack_owner):
+    """The dev stack with the local executor, running for each module that needs it: a
+    test that switches executor (the Slurm demo) stops the local stack, so every module
+    checks again and starts it when it is not running."""
     state = stack_state()
-    started = False
     if state is not None and state["executor"] != "local":
         metallo("dev", "down", timeout=180)
         state = None
@@ -64,13 +74,11 @@ def local_stack():
         up = metallo("dev", "up", "--executor", "local", timeout=400)
         if up.code != 0:
             pytest.fail(f"metallo dev up failed:\n{up.stderr[-3000:]}")
-        started = True
+        _stack_owner.append(True)
     login = metallo("dev", "login", "m-alice", timeout=60)
     if login.code != 0:
         pytest.fail(f"metallo dev login failed:\n{login.stderr[-3000:]}")
-    yield stack_state()
-    if started:
-        metallo("dev", "down", timeout=180)
+    return stack_state()
 
 
 def publish(source: Path, prefix: str) -> str:

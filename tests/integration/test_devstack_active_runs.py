@@ -20,6 +20,13 @@ from tests.integration.execution_core_support import MIGRATIONS, governance_copy
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def no_lab_logins(tmp_path, monkeypatch):
+    """A dev-stack layout of the test's own, without lab logins: the operator request
+    asserts the operator as the test's RabbitMQ principal (METALLO_BUS_ASSERTERS)."""
+    monkeypatch.setenv("METALLO_DEV_STATE", str(tmp_path / "dev"))
+
+
 @pytest.fixture
 async def core(make_database, amqp_url, topology, tmp_path):
     """Execution Core's request server on its own database; yields the engine."""

@@ -33,20 +33,27 @@ def dev_operator() -> str:
     return os.environ.get("METALLO_DEV_OPERATOR") or DEFAULT_OPERATOR
 
 
-def operator_token(layout: Layout, options: Options) -> str:
+def operator_token(layout: Layout, options: Options) -> str | None:
     """An access token of the stack's operator from the lab issuer (password grant with
-    the password ``dev up`` made, ``secrets/lab-passwords.json``); never saved. Raises
-    OperatorLoginError when the operator has no lab login or the issuer refuses."""
+    the password ``dev up`` made, ``secrets/lab-passwords.json``); never saved. None when
+    the layout has no lab logins at all (the request then asserts the operator, which the
+    owner accepts only from a principal its asserter list names). Raises
+    OperatorLoginError when the operator has no login among them or the issuer refuses."""
     from metallo.cli.credentials import password_login
     from metallo.cli.exits import CliError
     from metallo.devstack.components import LAB_PASSWORDS_FILE
 
     member = dev_operator()
     try:
-        password = json.loads((layout.secrets / LAB_PASSWORDS_FILE).read_text())[member]
-    except (OSError, ValueError, KeyError):
+        passwords = json.loads((layout.secrets / LAB_PASSWORDS_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        passwords = {}
+    password = passwords.get(member) if isinstance(passwords, dict) else None
+    if not password:
         raise OperatorLoginError(f"the lab issuer has no login for the operator {member!r} "
-                                 "(give it an oidc_subject in examples/governance.yaml)") from None
+                                 "(give it an oidc_subject in examples/governance.yaml)")
     try:
         return password_login(options.issuer_url, member, password,
                               ca_file=str(layout.certs / "ca.pem")).access_token
