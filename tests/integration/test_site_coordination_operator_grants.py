@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -19,15 +21,27 @@ from site_coordination.adaptors.command_handlers import build_command_server
 from site_coordination.adaptors.governance_authority import GovernanceAuthority
 from site_coordination.adaptors.tables import command_grants
 from tests.integration.site_coordination_support import prepare_payload
-from tests.unit.cli_support import cli, cli_environment  # noqa: F401 - autouse fixture
+from tests.unit.cli_support import cli, cli_environment, log_in  # noqa: F401 - autouse fixture
 
 pytestmark = pytest.mark.integration
 
 
+def log_in_as(edge, subject: str) -> None:
+    """The CLI logged in with a real access token of ``subject`` from the edge's issuer."""
+    token, _ = edge.issuer.issue_access(subject, "metallo-cli")
+    log_in(Path(os.environ["METALLO_CREDENTIALS_FILE"]), token=token)
+
+
 @pytest.fixture
 async def serving(edge, amqp_url, topology, monkeypatch):
-    """Site Coordination's command server (with the operator requests) and relay."""
+    """Site Coordination's command server (with the operator requests) and relay; it
+    verifies member tokens of the edge's issuer, and the CLI is logged in as the
+    operator."""
     monkeypatch.setenv("METALLO_MEMBER", "m-operator")
+    monkeypatch.setenv("METALLO_OIDC_ISSUER", "https://issuer.test")
+    monkeypatch.setenv("METALLO_OIDC_JWKS_URL", f"file:{edge.tmp / 'issuer' / 'jwks.json'}")
+    monkeypatch.setenv("METALLO_GOVERNANCE_FILE", str(edge.governance_file))
+    log_in_as(edge, "lab-operator")
     server = build_command_server(edge.engine, amqp_url, topology,
                                   GovernanceAuthority(edge.governance_file))
     relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination",
@@ -79,6 +93,7 @@ async def test_refusals_change_nothing(serving, monkeypatch):
         assert (refused.code, refused.stdout) == (code, ""), (args, refused.stderr)
         assert text in refused.stderr, (args, refused.stderr)
     monkeypatch.setenv("METALLO_MEMBER", "m-alice")  # a member, not an operator
+    log_in_as(serving, "lab-alice")
     denied = await cli("site", "grant", "list")
     assert denied.code == 2 and "sites.grants" in denied.stderr
     async with serving.engine.connect() as conn:
