@@ -127,7 +127,8 @@ async def test_https_branches_with_the_credential_and_refused_without(https_git)
     git(repo, "branch", "feature/x")
     url = f"https://{host}/lab/models"
     creds = HostCredentials({host: Credential(USER, SECRET)})
-    source = GitSourceControl(timeout_seconds=30, credentials=creds, ca_file=ca_file)
+    source = GitSourceControl(policy=RepositoryPolicy.of([host]), timeout_seconds=30,
+                              credentials=creds, ca_file=ca_file)
     found = await source.list_branches(url)
     tip = git(repo, "rev-parse", "HEAD")
     assert found.branches == (("dev", tip), ("feature/x", tip), ("main", tip))
@@ -135,7 +136,8 @@ async def test_https_branches_with_the_credential_and_refused_without(https_git)
     with pytest.raises(SourceError) as exc:
         await source.list_branches(f"https://{host}/lab/missing")
     assert exc.value.code == "repository-not-found"
-    anonymous = GitSourceControl(timeout_seconds=30, ca_file=ca_file)
+    anonymous = GitSourceControl(policy=RepositoryPolicy.of([host]), timeout_seconds=30,
+                                 ca_file=ca_file)
     with pytest.raises(SourceError) as exc:
         await anonymous.list_branches(url)
     assert exc.value.code == "repository-not-found" and SECRET not in exc.value.message

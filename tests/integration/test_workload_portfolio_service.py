@@ -359,7 +359,7 @@ async def test_branches_are_listed_for_who_may_prepare_or_read_outside_a_transac
     assert exc.value.code == "repository-not-found"
     with pytest.raises(Rejected) as exc:
         await branches(url="ssh://example.org/x.git")
-    assert exc.value.code == "invalid-argument"
+    assert exc.value.code == "repository-scheme-not-allowed"
     # Refused access never reached git: three reads, the missing one and the ssh URL
-    # (which the git adapter refuses before running git).
+    # (which the repository policy refuses before git runs).
     assert len(stack.source.checked_out) == 5
