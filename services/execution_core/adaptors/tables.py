@@ -73,6 +73,8 @@ runs = Table(
     Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("repository_commit", Text, nullable=False, server_default=""),
     Column("rerun_of", Text, nullable=False, server_default=""),  # lineage (RerunRun)
+    # A collection child's values (LaunchRun.parameters): METALLO_PARAM_<NAME> at the Site.
+    Column("parameters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     # Planned execution specification and target (immutable once planned).
     Column("action", Text, nullable=False, server_default=""),
     Column("action_type", Text, nullable=False, server_default=""),

@@ -157,6 +157,7 @@ class LaunchWorker(PollingWorker):
                 active_per_site=per_site,
                 repository_commit=run["repository_commit"],
                 draining=draining,
+                parameters=dict(run.get("parameters") or {}),
             )
         )
 

@@ -124,6 +124,7 @@ def run_message(
         cancel_reason=r["cancel_reason"],
         cancelled_by=r["cancelled_by"],
         rerun_of=r.get("rerun_of") or "",
+        parameters=r.get("parameters") or {},
         version=r["version"],
         max_attempts=r["max_attempts"],
         waiting_reason=_waiting_reason(r),

@@ -27,6 +27,7 @@ from execution_core.application.transitions import record_transition
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 from metallo.execution_core.v1 import execution_core_pb2 as pb
+from metallo import parameters
 from metallo.messaging import Rejected
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
@@ -120,6 +121,10 @@ async def launch_run(
             bool(_LABEL_KEY.match(k)) and len(v) <= MAX_LABEL_VALUE,
             f"label {k[:64]!r} is not acceptable",
         )
+    try:
+        parameters.check(dict(cmd.parameters))
+    except parameters.ParameterError as e:
+        raise Rejected(reasons.INVALID_ARGUMENT, f"parameters: {e}"[:1000]) from None
     _check_permission(authority, meta.project, meta.acting_member, "runs.launch")
 
     if cmd.launch_key:
@@ -129,11 +134,12 @@ async def launch_run(
                 existing["workload_id"] == cmd.workload_id
                 and existing["revision"] == cmd.revision
                 and existing["repository_commit"] == cmd.repository_commit
+                and (existing.get("parameters") or {}) == dict(cmd.parameters)
             )
             if not same:
                 raise Rejected(
                     reasons.LAUNCH_KEY_CONFLICT,
-                    f"launch_key {cmd.launch_key!r} already launched another revision or commit",
+                    f"launch_key {cmd.launch_key!r} already launched another revision, commit or parameters",
                     {"run_id": existing["run_id"]},
                 )
             return pb.LaunchRunReply(
@@ -153,6 +159,7 @@ async def launch_run(
             "launch_key": cmd.launch_key or None,
             "labels": dict(cmd.labels),
             "repository_commit": cmd.repository_commit,
+            "parameters": dict(cmd.parameters),
         },
     )
 

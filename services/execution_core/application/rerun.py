@@ -77,6 +77,7 @@ async def rerun_run(
             "labels": labels,
             "repository_commit": commit,
             "rerun_of": original["run_id"],
+            "parameters": dict(original.get("parameters") or {}),
         },
     )
     return pb.RerunRunReply(

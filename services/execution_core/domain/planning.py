@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from execution_core.domain import reasons
-from execution_core.domain.canonical import material_digest
+from execution_core.domain.canonical import canonical_json, material_digest, sha256_hex
 from execution_core.domain.states import FAMILIES, QUEUED_BATCH
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -86,6 +86,7 @@ class PlanningInput:
     active_per_site: dict[str, int]
     repository_commit: str = ""  # hand-off override (LaunchRun.repository_commit)
     draining: frozenset[str] = frozenset()  # Site ids an operator is draining
+    parameters: dict[str, str] = field(default_factory=dict)  # a collection child's values
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,7 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
         "site_username": binding.site_username,
         "account": binding.account,
     }
+    spec, digest = effective_spec(rev.spec, rev.spec_digest, inp.parameters)
     return Plan(
         site_id=site.site_id,
         environment=rev.environment,
@@ -321,15 +323,29 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
         service_kind=rev.service_kind,
         action=rev.action,
         action_type=rev.action_type,
-        spec=rev.spec,
-        spec_digest=rev.spec_digest,
+        spec=spec,
+        spec_digest=digest,
         repository=repository,
         member=member,
-        material_digest=material_digest(rev.spec, repository, member),
+        material_digest=material_digest(spec, repository, member),
         retry=policy,
         wall_seconds=wall,
         repositories=tuple(pinned),
     )
+
+
+def effective_spec(spec: dict[str, Any], digest: str, values: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """The Run's specification and its digest: the revision's, plus a collection child's ``parameters``.
+
+    Without values it is the revision's own (same digest). With them the spec
+    gains ``parameters`` (name → value), which the Site turns into
+    ``METALLO_PARAM_<NAME>`` environment variables only, and its own
+    ``sha256:`` digest (each child has an immutable effective digest, seed 002 §15.2).
+    """
+    if not values:
+        return spec, digest
+    effective = {**spec, "parameters": dict(values)}
+    return effective, "sha256:" + sha256_hex(canonical_json(effective))
 
 
 def _site_refusal(

@@ -71,6 +71,7 @@ class ExecutionCoreClient:
                 launch_key=request.launch_key,
                 labels=request.labels,
                 repository_commit=request.repository_commit,
+                parameters=request.parameters,
             )
         )
         return reply.run_id

@@ -7,8 +7,8 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from metallo.repository_policy import RepositoryPolicy
-from pipeline_coordination.adaptors.projection import pipeline_message
-from pipeline_coordination.application import requests
+from pipeline_coordination.adaptors.projection import collection_message, collection_state, pipeline_message
+from pipeline_coordination.application import collection_requests, requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority
 from pipeline_coordination.domain.rerun import rerun_steps
 
@@ -87,6 +87,39 @@ def register_requests(server: CommandServer, store: PipelineStore, authority: Pr
         )
         return pb.ListPipelinesReply(
             pipelines=[pipeline_message(p, m) for p, m in rows], page=common_pb2.PageInfo(next_page_token=token)
+        )
+
+
+def register_collection_requests(server: CommandServer, store: PipelineStore, authority: ProjectAuthority) -> None:
+    """CancelCollection (command); GetCollection, ListCollections (queries)."""
+
+    @server.command(pb.CancelCollection)
+    async def cancel(session, cmd: pb.CancelCollection) -> pb.CancelCollectionReply:
+        recorded, p, s = await collection_requests.cancel_collection(
+            session, store, authority, project=cmd.metadata.project, member=cmd.metadata.acting_member,
+            collection_id=cmd.collection_id, reason=cmd.reason,
+        )
+        return pb.CancelCollectionReply(
+            collection_id=cmd.collection_id, cancel_recorded=recorded, state=collection_state(p, s)
+        )
+
+    @server.query(pb.GetCollection)
+    async def get(session, q: pb.GetCollection) -> pb.Collection:
+        p, s = await collection_requests.get_collection(
+            session, store, authority, project=q.metadata.project, member=q.metadata.acting_member,
+            collection_id=q.collection_id,
+        )
+        return collection_message(p, s)
+
+    @server.query(pb.ListCollections)
+    async def list_(session, q: pb.ListCollections) -> pb.ListCollectionsReply:
+        rows, token = await collection_requests.list_collections(
+            session, store, authority, project=q.metadata.project, member=q.metadata.acting_member,
+            pipeline_id=q.pipeline_id, size=q.page.page_size, page_token=q.page.page_token,
+        )
+        return pb.ListCollectionsReply(
+            collections=[collection_message(p, s, with_items=False) for p, s in rows],
+            page=common_pb2.PageInfo(next_page_token=token),
         )
 
 

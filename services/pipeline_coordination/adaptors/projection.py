@@ -9,6 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from pipeline_coordination.application.ports import Meta
 from pipeline_coordination.domain.pipeline import Pipeline, Step
+from pipeline_coordination.domain import collection, identities
 from pipeline_coordination.domain.schedule import counts, partial
 
 
@@ -47,6 +48,8 @@ def step_message(pipeline_id: str, s: Step) -> pb.PipelineStep:
         needs=list(s.needs),
         when=s.when,
         carried_from=s.carried_from,
+        collection_id=s.collection_id,
+        collection_counts=pb.CollectionCounts(**collection.counts(s.items)) if s.is_collection else None,
     )
 
 
@@ -99,4 +102,70 @@ def pipeline_completed(p: Pipeline) -> pb.PipelineCompleted:
         counts=pb.StepCounts(**counts(p)),
         partial=partial(p),
         rerun_of=p.rerun_of,
+    )
+
+
+def collection_state(p: Pipeline, s: Step) -> str:
+    """waiting (not started) | running | cancelling | succeeded | failed | cancelled."""
+    if s.state in ("succeeded", "failed", "cancelled", "skipped"):
+        return "cancelled" if s.state == "skipped" else s.state
+    if s.state == "launched":
+        return "cancelling" if s.cancelled_by or p.desired_state != "run" else "running"
+    return "waiting"
+
+
+def item_message(pipeline_id: str, s: Step, i: collection.Item) -> pb.CollectionItem:
+    """One child as the contract shows it."""
+    return pb.CollectionItem(
+        index=i.index,
+        parameters=i.parameters,
+        state=i.state,
+        run_id=i.run_id,
+        launch_key=identities.item_key(pipeline_id, s.index, s.launch_attempt, i.index),
+        run_outcome=i.run_outcome,
+        reason_code=i.reason_code,
+        message=i.message,
+        output_commit=i.output_commit,
+        started_at=_ts(i.started_at),
+        ended_at=_ts(i.ended_at),
+    )
+
+
+def collection_message(p: Pipeline, s: Step, *, with_items: bool = True,
+                       item_counts: dict[str, int] | None = None) -> pb.Collection:
+    """A collection step (GetCollection with its children; ListCollections without, counted)."""
+    shape = s.collection or collection.Shape()
+    return pb.Collection(
+        collection_id=s.collection_id,
+        project=p.project,
+        pipeline_id=p.pipeline_id,
+        step_index=s.index,
+        action=s.action,
+        workload_id=s.workload_id,
+        revision=s.revision,
+        pinned_commit=s.pinned_commit,
+        state=collection_state(p, s),
+        max_active=shape.max_active,
+        fail_fast=shape.fail_fast,
+        array=shape.array,
+        array_decision=s.array_decision,
+        counts=pb.CollectionCounts(**(item_counts if item_counts is not None else collection.counts(s.items))),
+        items=[item_message(p.pipeline_id, s, i) for i in s.items] if with_items else [],
+        reason_code=s.reason_code,
+        message=s.message,
+        cancelled_by=s.cancelled_by,
+        cancel_reason=s.cancel_reason,
+    )
+
+
+def collection_completed(p: Pipeline, s: Step) -> pb.CollectionCompleted:
+    """The event committed with a collection step's final state."""
+    return pb.CollectionCompleted(
+        collection_id=s.collection_id,
+        project=p.project,
+        pipeline_id=p.pipeline_id,
+        step_index=s.index,
+        action=s.action,
+        outcome=collection_state(p, s),
+        counts=pb.CollectionCounts(**collection.counts(s.items)),
     )

@@ -22,8 +22,12 @@ from metallo.messaging import (
 from metallo.persistence.engine import session_factory
 from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.adaptors.execution_core import ExecutionCoreClient
-from pipeline_coordination.adaptors.messaging import register_events, register_requests
-from pipeline_coordination.adaptors.projection import pipeline_completed
+from pipeline_coordination.adaptors.messaging import (
+    register_collection_requests,
+    register_events,
+    register_requests,
+)
+from pipeline_coordination.adaptors.projection import collection_completed, pipeline_completed
 from pipeline_coordination.adaptors.store import SqlPipelineStore
 from pipeline_coordination.adaptors.workload_portfolio import PortfolioClient
 from pipeline_coordination.application.coordinator import Coordinator
@@ -56,6 +60,7 @@ class PipelineCoordination:
         self.client = RequestClient(self.amqp_url, self.topology)
         self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_requests(self.server, self.store, self.authority, self.repository_policy)
+        register_collection_requests(self.server, self.store, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(
@@ -71,6 +76,7 @@ class PipelineCoordination:
             pipeline_completed,
             self.settings,
             fault=self.fault,
+            collection_event=collection_completed,
         )
         self._running = Parts()
 

@@ -7,7 +7,7 @@ row lock orders them and no writer works from a stale copy.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,8 +15,10 @@ from sqlalchemy import and_, case, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, fenced_update, held
+from pipeline_coordination.adaptors import collection_store
 from pipeline_coordination.adaptors.tables import pipeline_steps, pipelines
 from pipeline_coordination.application.ports import Meta
+from pipeline_coordination.domain.collection import Item, Shape
 from pipeline_coordination.domain.pipeline import Pipeline, Step
 
 # Built once (ADR 0013): the coordinator's poller runs it every pass.
@@ -30,7 +32,7 @@ _PIPELINE_FIELDS = [f.name for f in fields(Pipeline) if f.name not in ("steps", 
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)  # "only when woken"
 # The graph (needs, when) and a carried result are written with the step and never updated.
 _GRAPH_FIELDS = ("needs", "when", "carried_from")
-_STEP_FIELDS = [f.name for f in fields(Step) if f.name not in ("index", *_GRAPH_FIELDS)]
+_STEP_FIELDS = [f.name for f in fields(Step) if f.name not in ("index", "items", "collection", *_GRAPH_FIELDS)]
 
 
 def _pipeline_values(p: Pipeline) -> dict[str, Any]:
@@ -44,16 +46,20 @@ def _step_values(s: Step) -> dict[str, Any]:
 
 
 def _new_step_values(s: Step) -> dict[str, Any]:
-    return _step_values(s) | {"needs": list(s.needs), "run_when": s.when, "carried_from": s.carried_from}
+    shape = s.collection.to_json() if s.collection is not None else None
+    return _step_values(s) | {"needs": list(s.needs), "run_when": s.when, "carried_from": s.carried_from,
+                              "collection": shape}
 
 
-def _step(row) -> Step:
+def _step(row, items: dict[tuple[str, int], tuple[Item, ...]]) -> Step:
     m = row._mapping
     return Step(
         index=m["step_index"],
         needs=tuple(m["needs"] or ()),
         when=m["run_when"],
         carried_from=m["carried_from"],
+        collection=Shape.from_json(m["collection"]) if m["collection"] is not None else None,
+        items=items.get((m["pipeline_id"], m["step_index"]), ()),
         **{name: m[name] for name in _STEP_FIELDS},
     )
 
@@ -91,6 +97,8 @@ class SqlPipelineStore:
             await session.execute(
                 insert(pipeline_steps).values(pipeline_id=p.pipeline_id, step_index=s.index, **_new_step_values(s))
             )
+            if s.items:
+                await collection_store.save_items(session, p.pipeline_id, None, s)
 
     async def _steps(self, session: AsyncSession, pipeline_ids: list[str]) -> dict[str, tuple[Step, ...]]:
         rows = await session.execute(
@@ -98,9 +106,10 @@ class SqlPipelineStore:
             .where(pipeline_steps.c.pipeline_id.in_(pipeline_ids))
             .order_by(pipeline_steps.c.pipeline_id, pipeline_steps.c.step_index)
         )
+        items = await collection_store.load_items(session, pipeline_ids)
         out: dict[str, list[Step]] = {pid: [] for pid in pipeline_ids}
         for r in rows:
-            out[r.pipeline_id].append(_step(r))
+            out[r.pipeline_id].append(_step(r, items))
         return {k: tuple(v) for k, v in out.items()}
 
     async def load(self, session: AsyncSession, pipeline_id: str, *, lock: bool = False) -> tuple[Pipeline, Meta] | None:
@@ -129,14 +138,20 @@ class SqlPipelineStore:
                 await session.execute(
                     insert(pipeline_steps).values(pipeline_id=new.pipeline_id, step_index=s.index, **_new_step_values(s))
                 )
-            elif any(getattr(before[s.index], f) != getattr(s, f) for f in _GRAPH_FIELDS):
+                if s.items:
+                    await collection_store.save_items(session, new.pipeline_id, None, s)
+            elif any(getattr(before[s.index], f) != getattr(s, f) for f in (*_GRAPH_FIELDS, "collection")):
                 raise ValueError(f"pipeline {new.pipeline_id} step {s.index}: the graph is immutable")
             elif before[s.index] != s:
-                await session.execute(
-                    update(pipeline_steps)
-                    .where(pipeline_steps.c.pipeline_id == new.pipeline_id, pipeline_steps.c.step_index == s.index)
-                    .values(**_step_values(s))
-                )
+                old_step = before[s.index]
+                if replace(old_step, items=s.items) != s:  # the step's own columns changed
+                    await session.execute(
+                        update(pipeline_steps)
+                        .where(pipeline_steps.c.pipeline_id == new.pipeline_id, pipeline_steps.c.step_index == s.index)
+                        .values(**_step_values(s))
+                    )
+                if old_step.items != s.items:
+                    await collection_store.save_items(session, new.pipeline_id, old_step, s)
 
     async def wake(self, session: AsyncSession, pipeline_id: str) -> None:
         """Ask the coordinator to look at the Pipeline now (an event or a stop arrived)."""
@@ -194,3 +209,13 @@ class SqlPipelineStore:
         rows = (await session.execute(stmt.order_by(pipelines.c.seq.desc()).limit(limit))).all()
         steps = await self._steps(session, [r.pipeline_id for r in rows]) if rows else {}
         return [_pipeline(r, steps[r.pipeline_id]) for r in rows]
+
+    async def find_collection(self, session: AsyncSession, collection_id: str) -> tuple[str, int] | None:
+        """(pipeline_id, step_index) of a collection, or None."""
+        return await collection_store.find_collection(session, collection_id)
+
+    async def page_collections(
+        self, session: AsyncSession, project: str, pipeline_id: str, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[str, int, int]]:
+        """(pipeline_id, step_index, seq) of the Project's collections, newest Pipeline first."""
+        return await collection_store.page_collections(session, project, pipeline_id, after, limit)

@@ -6,6 +6,8 @@
   swallows a wake that arrived while it worked.
 - ``pipeline_steps``: the steps, keyed by (pipeline_id, step_index), each with its
   ``needs`` and ``run_when`` (the immutable graph: inserted with the step, never updated).
+- ``collection_items``: the children of a collection step, keyed by
+  (pipeline_id, step_index, item_index), each with its parameter values and Run.
 - the messaging tables (outbox, inbox receipts, command receipts).
 """
 
@@ -17,6 +19,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -102,5 +105,35 @@ pipeline_steps = Table(
     Column("needs", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     Column("run_when", Text, nullable=False, server_default="success"),
     Column("carried_from", Text, nullable=False, server_default=""),
+    # A collection step (ADR 0031): its immutable shape, id, a member's cancel, the array decision.
+    Column("collection", JSONB, nullable=True),
+    Column("collection_id", Text, nullable=False, server_default=""),
+    Column("cancelled_by", Text, nullable=False, server_default=""),
+    Column("cancel_reason", Text, nullable=False, server_default=""),
+    Column("array_decision", Text, nullable=False, server_default=""),
     PrimaryKeyConstraint("pipeline_id", "step_index"),
+    Index("pipeline_steps_collection", "collection_id", unique=True, postgresql_where=text("collection_id <> ''")),
+)
+
+collection_items = Table(
+    "collection_items",
+    metadata,
+    Column("pipeline_id", Text, nullable=False),
+    Column("step_index", Integer, nullable=False),
+    Column("item_index", Integer, nullable=False),
+    Column("parameters", JSONB, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("run_id", Text, nullable=False, server_default=""),
+    Column("launch_command_id", Text, nullable=False, server_default=""),
+    Column("run_outcome", Text, nullable=False, server_default=""),
+    Column("reason_code", Text, nullable=False, server_default=""),
+    Column("message", Text, nullable=False, server_default=""),
+    Column("output_commit", Text, nullable=False, server_default=""),
+    Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
+    Column("cancel_refused", Boolean, nullable=False, server_default=text("false")),
+    Column("started_at", DateTime(timezone=True)),
+    Column("ended_at", DateTime(timezone=True)),
+    Column("observed_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("pipeline_id", "step_index", "item_index"),
+    ForeignKeyConstraint(["pipeline_id", "step_index"], ["pipeline_steps.pipeline_id", "pipeline_steps.step_index"]),
 )

@@ -13,14 +13,25 @@ from metallo.common.v1 import common_pb2
 from metallo.messaging import OutcomeUncertain, Rejected, RequestClient, ServiceUnavailable
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
 from pipeline_coordination.application.ports import Refused, Unavailable
+from pipeline_coordination.domain import collection
+from pipeline_coordination.domain.collection import Shape
 from pipeline_coordination.domain.pipeline import PreparedAction
 
 TEMPORARY = {"source-unavailable", "governance-unavailable"}
 
 
+def collection_shape(c: wp.CollectionShape) -> Shape:
+    """The domain Shape of PrepareBranch's CollectionShape, as given: a shape that
+    breaks a rule fails its step (``collection-invalid``) when the step starts."""
+    return collection.shape([(x.name, list(x.values)) for x in c.matrix], [dict(r.values) for r in c.parameters],
+                            c.max_active, c.fail_fast, c.array)
+
+
 def _prepared(a: wp.PrepareActionReply | wp.PreparedAction) -> PreparedAction:
     """The domain value of PrepareAction's reply, or of one action of PrepareBranch's with its graph."""
     graph = {"needs": tuple(a.needs), "when": a.when or "success"} if isinstance(a, wp.PreparedAction) else {}
+    if isinstance(a, wp.PreparedAction) and a.HasField("collection"):
+        graph["collection"] = collection_shape(a.collection)
     return PreparedAction(
         action=a.action,
         workload_id=a.workload_id,

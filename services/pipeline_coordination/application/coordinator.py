@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from metallo.messaging import Outbox
 from metallo.persistence.leases import Claim, LeaseLost
+from pipeline_coordination.application import collection_calls
 from pipeline_coordination.application.faults import CoordinatorCrash, FaultHook, no_fault
 from pipeline_coordination.application.ports import (
     LaunchRequest,
@@ -39,17 +40,19 @@ from pipeline_coordination.application.ports import (
     Unavailable,
 )
 from pipeline_coordination.application.settings import Settings
-from pipeline_coordination.domain import answers, identities, schedule
+from pipeline_coordination.domain import answers, collection_schedule, identities, schedule
 from pipeline_coordination.domain import pipeline as d
 
 log = logging.getLogger(__name__)
 
 CompletedEvent = Callable[[d.Pipeline], Any]
+CollectionEvent = Callable[[d.Pipeline, d.Step], Any]
 MAX_ROUNDS = 20  # outside calls per claim before the Pipeline goes back to the queue
 
 
 class Coordinator:
-    """The coordinator worker (see module doc). ``completed_event(p)`` builds the PipelineCompleted message."""
+    """The coordinator worker (see module doc). ``completed_event(p)`` builds the PipelineCompleted
+    message, ``collection_event(p, step)`` the CollectionCompleted of a collection step that ended."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class Coordinator:
         *,
         owner: str | None = None,
         fault: FaultHook = no_fault,
+        collection_event: CollectionEvent | None = None,
     ):
         self.sessions = sessions
         self.store = store
@@ -74,6 +78,7 @@ class Coordinator:
         self.timing = settings.timing()
         self.owner = owner or f"coordinator-{uuid.uuid4().hex[:8]}"
         self.fault = fault
+        self.collection_event = collection_event
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -140,6 +145,10 @@ class Coordinator:
             settled = schedule.settle(new, now)
             new = settled.pipeline
             await self.store.save(session, p, new)
+            for s in collection_schedule.just_ended(p, new) if self.collection_event else ():
+                await self.outbox.publish_event(
+                    session, self.collection_event(new, s), aggregate_id=f"pipeline:{new.pipeline_id}"
+                )
             if settled.completed:
                 await self.outbox.publish_event(
                     session, self.completed_event(new), aggregate_id=f"pipeline:{new.pipeline_id}"
@@ -211,6 +220,11 @@ class Coordinator:
             await self.fault("branch-prepared")
             return lambda p, now: answers.on_branch_prepared(p, prepared, commit, now)
 
+        if effect.item:
+            async def apply(change):
+                return (await self._apply(claim, change))[0]
+
+            return await collection_calls.perform(self.runs, self.fault, apply, p, effect)
         step = p.step(effect.step)
         if effect.kind == "pin":
             cid = identities.command_id(pid, "pin", step.index, step.launch_attempt, p.request_round)

@@ -13,7 +13,7 @@ command_id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -73,6 +73,7 @@ class LaunchRequest:
     launch_key: str
     labels: dict[str, str]
     repository_commit: str
+    parameters: dict[str, str] = field(default_factory=dict)  # a collection child's values
 
 
 class Portfolio(Protocol):
@@ -165,6 +166,17 @@ class PipelineStore(Protocol):
         A wake after ``seen_wake_seq`` keeps the Pipeline active and due now. Raises
         :class:`LeaseLost` when the lease is no longer held.
         """
+        ...
+
+    async def find_collection(self, session: AsyncSession, collection_id: str) -> tuple[str, int] | None:
+        """(pipeline_id, step_index) of the collection, or None."""
+        ...
+
+    async def page_collections(
+        self, session: AsyncSession, project: str, pipeline_id: str, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[str, int, int]]:
+        """(pipeline_id, step_index, pipeline seq) of the Project's collections, newest Pipeline first,
+        after the (seq, step_index) ``after``; only ``pipeline_id``'s when set."""
         ...
 
     async def page(

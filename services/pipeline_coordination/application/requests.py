@@ -26,7 +26,7 @@ from pipeline_coordination.application.ports import (
     PipelineStore,
     ProjectAuthority,
 )
-from pipeline_coordination.domain import answers, graph, rerun
+from pipeline_coordination.domain import answers, collection_answers, graph, rerun
 from pipeline_coordination.domain import pipeline as d
 
 MAX_REASON = d.MAX_REASON
@@ -185,7 +185,8 @@ async def get_pipeline(
     return await _own(session, store, project, pipeline_id, lock=False)
 
 
-def _page_size(requested: int) -> int:
+def bounded_page_size(requested: int) -> int:
+    """A page size: 0 → the default, else 1..MAX_PAGE (invalid-argument outside)."""
     if requested < 0 or requested > MAX_PAGE:
         raise Rejected("invalid-argument", f"page_size must be 0..{MAX_PAGE}")
     return requested or DEFAULT_PAGE
@@ -207,7 +208,7 @@ async def list_pipelines(
     The page token is the position after the page's last Pipeline (opaque to callers).
     """
     check(authority, project, member, "pipelines.read")
-    size = _page_size(page_size)
+    size = bounded_page_size(page_size)
     before: int | None = None
     if page_token:
         if not page_token.startswith("p") or not page_token[1:].isdigit() or len(page_token) > 20:
@@ -252,9 +253,13 @@ async def run_completed(
         step = p.step(ident.step)
     except KeyError:
         return False
-    if step.launch_attempt != ident.attempt:
+    if step.launch_attempt != ident.attempt or bool(ident.item) != step.is_collection:
         return False
-    new = answers.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
+    if ident.item:
+        new = collection_answers.on_item_completed(p, ident.step, ident.item, run_id, outcome, reason_code,
+                                                   output_commit)
+    else:
+        new = answers.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
     if new == p:
         return False
     await store.save(session, p, new)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from pipeline_coordination.domain import graph
+from pipeline_coordination.domain import collection_answers, graph, identities
 from pipeline_coordination.domain.pipeline import (
     _COMMIT,
     CANCELLING,
@@ -72,7 +72,15 @@ def on_branch_prepared(p: Pipeline, prepared: list[PreparedAction], commit: str,
         steps = steps_from_prepared(prepared, p.requested_actions)
     except (StepSelectionError, graph.GraphError) as e:
         return replace(p, state=FAILED, prepared_commit=commit, reason_code=e.code, message=str(e)[:MAX_MESSAGE], ended_at=now)
-    return replace(p, state=RUNNING, prepared_commit=commit, steps=steps)
+    return replace(p, state=RUNNING, prepared_commit=commit, steps=with_collection_ids(p.pipeline_id, steps))
+
+
+def with_collection_ids(pipeline_id: str, steps) -> tuple:
+    """The steps with each collection step named by its stable collection id."""
+    return tuple(
+        replace(s, collection_id=identities.collection_id(pipeline_id, s.index)) if s.is_collection else s
+        for s in steps
+    )
 
 
 def on_branch_refused(p: Pipeline, code: str, message: str, now: datetime) -> Pipeline:
@@ -94,6 +102,8 @@ def on_pinned(p: Pipeline, index: int, prepared: PreparedAction, now: datetime) 
         return p
     if not _COMMIT.match(prepared.commit):
         raise ValueError(f"pinned commit {prepared.commit!r} is not 40 lower-case hex")
+    if s.is_collection:
+        return collection_answers.start_collection(_ok(p), s, prepared, now)
     return _ok(p).with_step(
         replace(
             s,

@@ -47,6 +47,27 @@ def parse_launch_key(key: str) -> tuple[str, int, int] | None:
         return None
 
 
+def item_key(pipeline_id: str, step: int, attempt: int, item: int) -> str:
+    """The launch key of a collection child: ``pipeline:<id>:step:<n>:<attempt>:item:<k>``."""
+    return f"{launch_key(pipeline_id, step, attempt)}:item:{item}"
+
+
+def parse_item_key(key: str) -> tuple[str, int, int, int] | None:
+    """(pipeline_id, step, attempt, item) of a key made by :func:`item_key`, else None."""
+    parts = key.split(":")
+    if len(parts) != 7 or parts[0] != "pipeline" or parts[2] != "step" or parts[5] != "item":
+        return None
+    try:
+        return parts[1], int(parts[3]), int(parts[4]), int(parts[6])
+    except ValueError:
+        return None
+
+
+def collection_id(pipeline_id: str, step: int) -> str:
+    """The stable id of a Pipeline step's collection (UUIDv5 of the Pipeline and step)."""
+    return str(uuid.uuid5(_NAMESPACE, f"collection:{pipeline_id}:{step}"))
+
+
 def labels(pipeline_id: str, step: int, action: str) -> dict[str, str]:
     """Labels copied by Execution Core onto a step's Run and its events."""
     return {"pipeline_id": pipeline_id, "pipeline_step": str(step), "pipeline_action": action[:200]}

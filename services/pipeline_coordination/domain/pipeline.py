@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from pipeline_coordination.domain import graph, identities
+from pipeline_coordination.domain.collection import Item, Shape
 
 # Pipeline states
 PREPARING = "preparing"
@@ -117,6 +118,18 @@ class Step:
     needs: tuple[int, ...] = ()  # indices of the steps this one runs after (immutable)
     when: str = graph.SUCCESS
     carried_from: str = ""  # a rerun --failed step that kept the result of this Pipeline's Run
+    # A collection step (domain/collection.py): its shape (immutable), id and children.
+    collection: Shape | None = None
+    collection_id: str = ""
+    items: tuple[Item, ...] = ()
+    cancelled_by: str = ""  # the member who cancelled the collection (CancelCollection)
+    cancel_reason: str = ""
+    array_decision: str = ""
+
+    @property
+    def is_collection(self) -> bool:
+        """Whether the step runs its action once per item (``matrix`` or ``parameters``)."""
+        return self.collection is not None
 
     @property
     def is_service(self) -> bool:
@@ -133,6 +146,8 @@ class Step:
         """A Run was (or may have been) launched and its end is not known yet."""
         if self.carried_from:
             return False  # the Run belongs to the Pipeline it was carried from
+        if self.is_collection:
+            return any(i.awaiting_end for i in self.items)
         launched = bool(self.run_id) or self.state == LAUNCHING
         return launched and not self.run_outcome and not self.cancel_refused
 
@@ -201,6 +216,7 @@ class PreparedAction:
     service_kind: str = ""
     needs: tuple[str, ...] = ()  # as actions.yaml names them (PrepareBranch only)
     when: str = graph.SUCCESS
+    collection: Shape | None = None  # matrix or parameters (PrepareBranch only)
 
 
 @dataclass(frozen=True)
@@ -224,11 +240,13 @@ class Effect:
     """The one outside call the coordinator makes next.
 
     kind: ``prepare-branch`` | ``pin`` | ``launch`` | ``observe`` | ``cancel`` |
-    ``service-timeout`` (no call: the step's readiness deadline passed).
+    ``service-timeout`` (no call: the step's readiness deadline passed);
+    ``launch-item`` | ``observe-item`` | ``cancel-item`` for child ``item`` of a collection step.
     """
 
     kind: str
     step: int = 0
+    item: int = 0
 
 
 @dataclass(frozen=True)
@@ -337,6 +355,7 @@ def steps_from_prepared(prepared: list[PreparedAction], requested: tuple[str, ..
             service_kind=p.service_kind,
             needs=needs[i - 1],
             when=p.when,
+            collection=p.collection,
         )
         for i, p in enumerate(chosen, start=1)
     )
@@ -362,13 +381,17 @@ class StepIdentity:
     pipeline_id: str
     step: int
     attempt: int = 1
+    item: int = 0  # the collection child, 0 for a step's own Run
 
 
 def step_of_run(labels: dict[str, str], launch_key: str) -> StepIdentity | None:
-    """The Pipeline step a Run event is about, or None for a Run no Pipeline launched."""
+    """The Pipeline step (and collection child) a Run event is about, or None for a Run no Pipeline launched."""
     parsed = identities.parse_launch_key(launch_key) if launch_key else None
     if parsed is not None:
         return StepIdentity(*parsed)
+    child = identities.parse_item_key(launch_key) if launch_key else None
+    if child is not None:
+        return StepIdentity(*child)
     pid, step = labels.get("pipeline_id"), labels.get("pipeline_step")
     if pid and step and step.isdigit():
         return StepIdentity(pid, int(step))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipeline_coordination.domain import graph
+from pipeline_coordination.domain.answers import with_collection_ids
 from pipeline_coordination.domain.pipeline import (
     PIPELINE_TERMINAL,
     RUNNING,
@@ -41,6 +42,7 @@ def _fresh(s: Step) -> Step:
         service_kind=s.service_kind,
         needs=s.needs,
         when=s.when,
+        collection=s.collection,
     )
 
 
@@ -77,7 +79,7 @@ def rerun(original: Pipeline, *, pipeline_id: str, member: str, failed_only: boo
         requested_actions=original.requested_actions,
         state=RUNNING,
         prepared_commit=original.prepared_commit,
-        steps=tuple(steps),
+        steps=with_collection_ids(pipeline_id, steps),
         max_active=graph.bounded_max_active(max_active) if max_active else original.max_active,
         rerun_of=original.pipeline_id,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from pipeline_coordination.domain import graph
+from pipeline_coordination.domain import collection_schedule, graph
 from pipeline_coordination.domain.pipeline import (
     CANCELLED,
     CANCELLING,
@@ -152,7 +152,9 @@ def settle(p: Pipeline, now: datetime) -> Settled:
     # A Run's end decides its step, whatever the Pipeline does.
     steps = []
     for s in p.steps:
-        if s.run_outcome and s.state in (LAUNCHING, LAUNCHED, READY, CANCELLING):
+        if s.is_collection:
+            s = collection_schedule.settle_step(p, s, now)
+        elif s.run_outcome and s.state in (LAUNCHING, LAUNCHED, READY, CANCELLING):
             s = replace(s, state=STEP_OF_OUTCOME[s.run_outcome], ended_at=s.ended_at or now)
         steps.append(s)
     p = replace(p, steps=tuple(steps))
@@ -231,27 +233,41 @@ def plan(p: Pipeline, now: datetime, timing: Timing) -> Plan:
     for s in p.steps:
         if needs_cancel(p, s):
             return Plan(Effect("cancel", s.index))
+    children = [collection_schedule.candidates(p, s, now, timing) for s in p.steps if s.is_collection]
+    for c in children:
+        if c.cancels:
+            return Plan(c.cancels[0])
+    child_observes = [o for c in children for o in c.observes]
     if p.state == STOPPING:
+        for c in children:
+            if c.launches:
+                return Plan(c.launches[0])  # launching children only: re-sent to learn their Run
         for s in p.steps:
             if s.state == LAUNCHING and s.awaiting_end:
                 # The launch may have been made: re-send it (same command_id) to learn its Run.
                 return Plan(Effect("launch", s.index))
-        waits = [(_due(s.observed_at, timing.batch_recheck, now), s) for s in p.steps if s.run_id and s.awaiting_end]
-        if not waits:
-            return Plan(None, None)
-        wait, s = min(waits, key=lambda w: (w[0], w[1].index))
-        return Plan(Effect("observe", s.index)) if wait == 0.0 else Plan(None, wait)
+        waits = [(_due(s.observed_at, timing.batch_recheck, now), Effect("observe", s.index))
+                 for s in p.steps if s.run_id and s.awaiting_end] + child_observes
+        return _soonest(waits)
     if p.state != RUNNING:
         return Plan(None, None)
     c = _candidates(p, now, timing)
     if c.launches:
         return Plan(Effect("launch", c.launches[0].index))
+    for child in children:
+        if child.launches:
+            return Plan(child.launches[0])
     if c.pins and active_count(p) < p.max_active:
         return Plan(Effect("pin", c.pins[0].index))
-    if not c.observes:
+    return _soonest([(w, Effect(kind, s.index)) for w, s, kind in c.observes] + child_observes)
+
+
+def _soonest(waits: list[tuple[float, Effect]]) -> Plan:
+    """The observation due first (by wait, then step and child), or when to look again."""
+    if not waits:
         return Plan(None, None)
-    wait, s, kind = min(c.observes, key=lambda o: (o[0], o[1].index))
-    return Plan(Effect(kind, s.index)) if wait == 0.0 else Plan(None, wait)
+    wait, effect = min(waits, key=lambda w: (w[0], w[1].step, w[1].item))
+    return Plan(effect) if wait == 0.0 else Plan(None, wait)
 
 
 def retry_delay(p: Pipeline, timing: Timing) -> float:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from site_runtime.domain.outcomes import failure_record as outcome_failure_record
+from site_runtime.domain.parameters import parameter_environment
 from site_runtime.domain.outcomes import observation as outcome_observation
 
 STAGES = ("stage-in", "compute", "stage-out")
@@ -214,6 +215,7 @@ def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> L
         for k, v in env.items()
     ):
         raise InvalidMaterial("invalid-material", "runtime.environment must map names to text")
+    env = {**env, **parameter_environment(spec, InvalidMaterial)}
     workdir = runtime.get("workingDirectory", ".")
     if (
         not isinstance(workdir, str)

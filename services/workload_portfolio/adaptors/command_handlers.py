@@ -49,6 +49,19 @@ MAX_PAGE_SIZE = 200
 _TRANSIENT = {"source-unavailable", "governance-unavailable"}
 
 
+def collection_shape(fields: dict | None) -> wp.CollectionShape | None:
+    """The CollectionShape of an action's collection fields (ActionsFile.collection), or None."""
+    if fields is None:
+        return None
+    return wp.CollectionShape(
+        matrix=[wp.ParameterAxis(name=n, values=list(v)) for n, v in (fields.get("matrix") or {}).items()],
+        parameters=[wp.ParameterRecord(values=dict(r)) for r in fields.get("parameters") or []],
+        max_active=int(fields.get("maxActive", 0)),
+        fail_fast=bool(fields.get("failFast", False)),
+        array=str(fields.get("array", "")),
+    )
+
+
 def _rejected(e: PortfolioError) -> Rejected:
     # A dependency that is down now is not a decision: reply, but let a retry
     # with the same command_id be decided afresh.
@@ -141,6 +154,7 @@ class PortfolioCommandServer(CommandServer):
                     service_kind=p.revision.service_kind or "", spec_digest=p.revision.spec_digest,
                     created=p.created, needs=list(read.actions.needs(p.revision.action)),
                     when=read.actions.when(p.revision.action),
+                    collection=collection_shape(read.actions.collection(p.revision.action)),
                 )
                 for p in prepared
             ],

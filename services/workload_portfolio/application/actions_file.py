@@ -23,6 +23,7 @@ from metallo.governance.faithful_yaml import (
     load_document,
     schema_problems,
 )
+from workload_portfolio.application.collection_rules import collection_problems
 from workload_portfolio.domain.action_graph import graph_problems
 from workload_portfolio.domain.action_types import action_type
 from workload_portfolio.domain.refs import branch_problem, relative_path_problem
@@ -58,6 +59,13 @@ class ActionsFile:
     def when(self, name: str) -> str:
         """When ``name`` runs once its needs ended: ``success`` (default), ``failure`` or ``always``."""
         return (self.action(name) or {}).get("when", "success")
+
+    def collection(self, name: str) -> dict | None:
+        """The collection fields of ``name`` (matrix or parameters, maxActive, failFast, array), or None."""
+        a = self.action(name) or {}
+        if "matrix" not in a and "parameters" not in a:
+            return None
+        return {k: a[k] for k in ("matrix", "parameters", "maxActive", "failFast", "array") if k in a}
 
     @property
     def names(self) -> list[str]:
@@ -105,6 +113,7 @@ def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE,
             if isinstance(action, dict):
                 problems.extend(_action_problems(doc, name, action,
                                                  environment or EnvironmentPolicy()))
+                problems.extend(collection_problems(doc, name, action))
         problems.extend(_graph_problems(doc, actions))
     if problems:
         raise ActionsFileError(problems)

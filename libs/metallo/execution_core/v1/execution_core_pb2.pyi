@@ -11,8 +11,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LaunchRun(_message.Message):
-    __slots__ = ("metadata", "workload_id", "revision", "launch_key", "labels", "repository_commit")
+    __slots__ = ("metadata", "workload_id", "revision", "launch_key", "labels", "repository_commit", "parameters")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -25,13 +32,15 @@ class LaunchRun(_message.Message):
     LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REPOSITORY_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.CommandMetadata
     workload_id: str
     revision: int
     launch_key: str
     labels: _containers.ScalarMap[str, str]
     repository_commit: str
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., repository_commit: _Optional[str] = ...) -> None: ...
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., repository_commit: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class LaunchRunReply(_message.Message):
     __slots__ = ("run_id", "phase", "version")
@@ -250,8 +259,15 @@ class Attempt(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage", "rerun_of")
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage", "rerun_of", "parameters")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +316,7 @@ class Run(_message.Message):
     NATIVE_WAIT_FIELD_NUMBER: _ClassVar[int]
     NATIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
     RERUN_OF_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     workload_id: str
@@ -342,7 +359,8 @@ class Run(_message.Message):
     native_wait: str
     native_stage: str
     rerun_of: str
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ..., rerun_of: _Optional[str] = ...) -> None: ...
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ..., rerun_of: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RunAccepted(_message.Message):
     __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")

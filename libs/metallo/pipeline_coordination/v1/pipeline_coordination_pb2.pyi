@@ -78,6 +78,26 @@ class RerunPipelineReply(_message.Message):
     rerun_steps: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, pipeline_id: _Optional[str] = ..., state: _Optional[str] = ..., rerun_of: _Optional[str] = ..., rerun_steps: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class CancelCollection(_message.Message):
+    __slots__ = ("metadata", "collection_id", "reason")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.CommandMetadata
+    collection_id: str
+    reason: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., collection_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelCollectionReply(_message.Message):
+    __slots__ = ("collection_id", "cancel_recorded", "state")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    cancel_recorded: bool
+    state: str
+    def __init__(self, collection_id: _Optional[str] = ..., cancel_recorded: _Optional[bool] = ..., state: _Optional[str] = ...) -> None: ...
+
 class GetPipeline(_message.Message):
     __slots__ = ("metadata", "pipeline_id")
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -104,8 +124,127 @@ class ListPipelinesReply(_message.Message):
     page: _common_pb2.PageInfo
     def __init__(self, pipelines: _Optional[_Iterable[_Union[Pipeline, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
 
+class GetCollection(_message.Message):
+    __slots__ = ("metadata", "collection_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    collection_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., collection_id: _Optional[str] = ...) -> None: ...
+
+class ListCollections(_message.Message):
+    __slots__ = ("metadata", "page", "pipeline_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    page: _common_pb2.PageRequest
+    pipeline_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., page: _Optional[_Union[_common_pb2.PageRequest, _Mapping]] = ..., pipeline_id: _Optional[str] = ...) -> None: ...
+
+class ListCollectionsReply(_message.Message):
+    __slots__ = ("collections", "page")
+    COLLECTIONS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    collections: _containers.RepeatedCompositeFieldContainer[Collection]
+    page: _common_pb2.PageInfo
+    def __init__(self, collections: _Optional[_Iterable[_Union[Collection, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
+
+class CollectionCounts(_message.Message):
+    __slots__ = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    UNCERTAIN_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    waiting: int
+    active: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    uncertain: int
+    def __init__(self, total: _Optional[int] = ..., waiting: _Optional[int] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., uncertain: _Optional[int] = ...) -> None: ...
+
+class CollectionItem(_message.Message):
+    __slots__ = ("index", "parameters", "state", "run_id", "launch_key", "run_outcome", "reason_code", "message", "output_commit", "started_at", "ended_at")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_KEY_FIELD_NUMBER: _ClassVar[int]
+    RUN_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    parameters: _containers.ScalarMap[str, str]
+    state: str
+    run_id: str
+    launch_key: str
+    run_outcome: str
+    reason_code: str
+    message: str
+    output_commit: str
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, index: _Optional[int] = ..., parameters: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Collection(_message.Message):
+    __slots__ = ("collection_id", "project", "pipeline_id", "step_index", "action", "workload_id", "revision", "pinned_commit", "state", "max_active", "fail_fast", "array", "array_decision", "counts", "items", "reason_code", "message", "cancelled_by", "cancel_reason")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PINNED_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FAST_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_DECISION_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_BY_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    project: str
+    pipeline_id: str
+    step_index: int
+    action: str
+    workload_id: str
+    revision: int
+    pinned_commit: str
+    state: str
+    max_active: int
+    fail_fast: bool
+    array: str
+    array_decision: str
+    counts: CollectionCounts
+    items: _containers.RepeatedCompositeFieldContainer[CollectionItem]
+    reason_code: str
+    message: str
+    cancelled_by: str
+    cancel_reason: str
+    def __init__(self, collection_id: _Optional[str] = ..., project: _Optional[str] = ..., pipeline_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., pinned_commit: _Optional[str] = ..., state: _Optional[str] = ..., max_active: _Optional[int] = ..., fail_fast: _Optional[bool] = ..., array: _Optional[str] = ..., array_decision: _Optional[str] = ..., counts: _Optional[_Union[CollectionCounts, _Mapping]] = ..., items: _Optional[_Iterable[_Union[CollectionItem, _Mapping]]] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+
 class PipelineStep(_message.Message):
-    __slots__ = ("index", "action", "workload_id", "prepared_revision", "revision", "family", "environment", "service_kind", "state", "pinned_commit", "run_id", "launch_key", "launch_command_id", "run_outcome", "reason_code", "message", "output_commit", "endpoint", "launch_attempt", "started_at", "ended_at", "needs", "when", "carried_from")
+    __slots__ = ("index", "action", "workload_id", "prepared_revision", "revision", "family", "environment", "service_kind", "state", "pinned_commit", "run_id", "launch_key", "launch_command_id", "run_outcome", "reason_code", "message", "output_commit", "endpoint", "launch_attempt", "started_at", "ended_at", "needs", "when", "carried_from", "collection_id", "collection_counts")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +269,8 @@ class PipelineStep(_message.Message):
     NEEDS_FIELD_NUMBER: _ClassVar[int]
     WHEN_FIELD_NUMBER: _ClassVar[int]
     CARRIED_FROM_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_COUNTS_FIELD_NUMBER: _ClassVar[int]
     index: int
     action: str
     workload_id: str
@@ -154,7 +295,9 @@ class PipelineStep(_message.Message):
     needs: _containers.RepeatedScalarFieldContainer[int]
     when: str
     carried_from: str
-    def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., needs: _Optional[_Iterable[int]] = ..., when: _Optional[str] = ..., carried_from: _Optional[str] = ...) -> None: ...
+    collection_id: str
+    collection_counts: CollectionCounts
+    def __init__(self, index: _Optional[int] = ..., action: _Optional[str] = ..., workload_id: _Optional[str] = ..., prepared_revision: _Optional[int] = ..., revision: _Optional[int] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., service_kind: _Optional[str] = ..., state: _Optional[str] = ..., pinned_commit: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., launch_attempt: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., needs: _Optional[_Iterable[int]] = ..., when: _Optional[str] = ..., carried_from: _Optional[str] = ..., collection_id: _Optional[str] = ..., collection_counts: _Optional[_Union[CollectionCounts, _Mapping]] = ...) -> None: ...
 
 class StepCounts(_message.Message):
     __slots__ = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "skipped")
@@ -255,3 +398,21 @@ class PipelineCompleted(_message.Message):
     partial: bool
     rerun_of: str
     def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., failed_step: _Optional[int] = ..., failed_action: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., counts: _Optional[_Union[StepCounts, _Mapping]] = ..., partial: _Optional[bool] = ..., rerun_of: _Optional[str] = ...) -> None: ...
+
+class CollectionCompleted(_message.Message):
+    __slots__ = ("collection_id", "project", "pipeline_id", "step_index", "action", "outcome", "counts")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    project: str
+    pipeline_id: str
+    step_index: int
+    action: str
+    outcome: str
+    counts: CollectionCounts
+    def __init__(self, collection_id: _Optional[str] = ..., project: _Optional[str] = ..., pipeline_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., counts: _Optional[_Union[CollectionCounts, _Mapping]] = ...) -> None: ...

@@ -26,13 +26,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from metallo.common.v1 import common_pb2 as metallo_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n6metallo/workload_portfolio/v1/workload_portfolio.proto\x12\x1dmetallo.workload_portfolio.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emetallo/common/v1/common.proto\"\x8d\x01\n\rPrepareAction\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\"\xd1\x01\n\x12PrepareActionReply\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x04 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x05 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x06 \x01(\t\x12\x14\n\x0cservice_kind\x18\x07 \x01(\t\x12\x13\n\x0bspec_digest\x18\x08 \x01(\t\x12\x0f\n\x07\x63reated\x18\t \x01(\x08\x12\x0e\n\x06\x61\x63tion\x18\n \x01(\t\"}\n\rPrepareBranch\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\"\xea\x01\n\x0ePreparedAction\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x13\n\x0bworkload_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x05 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x06 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x13\n\x0bspec_digest\x18\t \x01(\t\x12\x0f\n\x07\x63reated\x18\n \x01(\x08\x12\r\n\x05needs\x18\x0b \x03(\t\x12\x0c\n\x04when\x18\x0c \x01(\t\"d\n\x12PrepareBranchReply\x12>\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32-.metallo.workload_portfolio.v1.PreparedAction\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\"p\n\x13GetWorkloadRevision\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12\x13\n\x0bworkload_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\"\xba\x02\n\x10WorkloadRevision\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x10\n\x08revision\x18\t \x01(\x03\x12\x0e\n\x06\x63ommit\x18\n \x01(\t\x12\x0e\n\x06\x62ranch\x18\x0b \x01(\t\x12\x11\n\tspec_json\x18\x0c \x01(\t\x12\x13\n\x0bspec_digest\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x89\x01\n\rListWorkloads\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12,\n\x04page\x18\x02 \x01(\x0b\x32\x1e.metallo.common.v1.PageRequest\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\"\xdb\x02\n\x0fWorkloadSummary\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x17\n\x0flatest_revision\x18\t \x01(\x03\x12\x15\n\rlatest_commit\x18\n \x01(\t\x12\x1a\n\x12latest_spec_digest\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x82\x01\n\x12ListWorkloadsReply\x12\x41\n\tworkloads\x18\x01 \x03(\x0b\x32..metallo.workload_portfolio.v1.WorkloadSummary\x12)\n\x04page\x18\x02 \x01(\x0b\x32\x1b.metallo.common.v1.PageInfo\"Z\n\x0cListBranches\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\"&\n\x06\x42ranch\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\"w\n\x11ListBranchesReply\x12\x37\n\x08\x62ranches\x18\x01 \x03(\x0b\x32%.metallo.workload_portfolio.v1.Branch\x12\x16\n\x0e\x64\x65\x66\x61ult_branch\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"\xc5\x02\n\x17WorkloadRevisionCreated\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08revision\x18\x05 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x06 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x07 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x08 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\t \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\n \x01(\t\x12\x14\n\x0cservice_kind\x18\x0b \x01(\t\x12\x13\n\x0bspec_digest\x18\x0c \x01(\t\x12\x15\n\racting_member\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n6metallo/workload_portfolio/v1/workload_portfolio.proto\x12\x1dmetallo.workload_portfolio.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emetallo/common/v1/common.proto\"\x8d\x01\n\rPrepareAction\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\"\xd1\x01\n\x12PrepareActionReply\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x04 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x05 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x06 \x01(\t\x12\x14\n\x0cservice_kind\x18\x07 \x01(\t\x12\x13\n\x0bspec_digest\x18\x08 \x01(\t\x12\x0f\n\x07\x63reated\x18\t \x01(\x08\x12\x0e\n\x06\x61\x63tion\x18\n \x01(\t\"}\n\rPrepareBranch\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\"\xae\x02\n\x0ePreparedAction\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x13\n\x0bworkload_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x05 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x06 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x13\n\x0bspec_digest\x18\t \x01(\t\x12\x0f\n\x07\x63reated\x18\n \x01(\x08\x12\r\n\x05needs\x18\x0b \x03(\t\x12\x0c\n\x04when\x18\x0c \x01(\t\x12\x42\n\ncollection\x18\r \x01(\x0b\x32..metallo.workload_portfolio.v1.CollectionShape\"-\n\rParameterAxis\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06values\x18\x02 \x03(\t\"\x8c\x01\n\x0fParameterRecord\x12J\n\x06values\x18\x01 \x03(\x0b\x32:.metallo.workload_portfolio.v1.ParameterRecord.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc9\x01\n\x0f\x43ollectionShape\x12<\n\x06matrix\x18\x01 \x03(\x0b\x32,.metallo.workload_portfolio.v1.ParameterAxis\x12\x42\n\nparameters\x18\x02 \x03(\x0b\x32..metallo.workload_portfolio.v1.ParameterRecord\x12\x12\n\nmax_active\x18\x03 \x01(\x05\x12\x11\n\tfail_fast\x18\x04 \x01(\x08\x12\r\n\x05\x61rray\x18\x05 \x01(\t\"d\n\x12PrepareBranchReply\x12>\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32-.metallo.workload_portfolio.v1.PreparedAction\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\"p\n\x13GetWorkloadRevision\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12\x13\n\x0bworkload_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\"\xba\x02\n\x10WorkloadRevision\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x10\n\x08revision\x18\t \x01(\x03\x12\x0e\n\x06\x63ommit\x18\n \x01(\t\x12\x0e\n\x06\x62ranch\x18\x0b \x01(\t\x12\x11\n\tspec_json\x18\x0c \x01(\t\x12\x13\n\x0bspec_digest\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x89\x01\n\rListWorkloads\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12,\n\x04page\x18\x02 \x01(\x0b\x32\x1e.metallo.common.v1.PageRequest\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\"\xdb\x02\n\x0fWorkloadSummary\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x06 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\t\x12\x14\n\x0cservice_kind\x18\x08 \x01(\t\x12\x17\n\x0flatest_revision\x18\t \x01(\x03\x12\x15\n\rlatest_commit\x18\n \x01(\t\x12\x1a\n\x12latest_spec_digest\x18\x0b \x01(\t\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x82\x01\n\x12ListWorkloadsReply\x12\x41\n\tworkloads\x18\x01 \x03(\x0b\x32..metallo.workload_portfolio.v1.WorkloadSummary\x12)\n\x04page\x18\x02 \x01(\x0b\x32\x1b.metallo.common.v1.PageInfo\"Z\n\x0cListBranches\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12\x16\n\x0erepository_url\x18\x02 \x01(\t\"&\n\x06\x42ranch\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x02 \x01(\t\"w\n\x11ListBranchesReply\x12\x37\n\x08\x62ranches\x18\x01 \x03(\x0b\x32%.metallo.workload_portfolio.v1.Branch\x12\x16\n\x0e\x64\x65\x66\x61ult_branch\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"\xc5\x02\n\x17WorkloadRevisionCreated\x12\x13\n\x0bworkload_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x16\n\x0erepository_url\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x10\n\x08revision\x18\x05 \x01(\x03\x12\x0e\n\x06\x63ommit\x18\x06 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x07 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x08 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\t \x01(\t\x12\x13\n\x0b\x61\x63tion_type\x18\n \x01(\t\x12\x14\n\x0cservice_kind\x18\x0b \x01(\t\x12\x13\n\x0bspec_digest\x18\x0c \x01(\t\x12\x15\n\racting_member\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'metallo.workload_portfolio.v1.workload_portfolio_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PARAMETERRECORD_VALUESENTRY']._loaded_options = None
+  _globals['_PARAMETERRECORD_VALUESENTRY']._serialized_options = b'8\001'
   _globals['_PREPAREACTION']._serialized_start=155
   _globals['_PREPAREACTION']._serialized_end=296
   _globals['_PREPAREACTIONREPLY']._serialized_start=299
@@ -40,25 +42,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PREPAREBRANCH']._serialized_start=510
   _globals['_PREPAREBRANCH']._serialized_end=635
   _globals['_PREPAREDACTION']._serialized_start=638
-  _globals['_PREPAREDACTION']._serialized_end=872
-  _globals['_PREPAREBRANCHREPLY']._serialized_start=874
-  _globals['_PREPAREBRANCHREPLY']._serialized_end=974
-  _globals['_GETWORKLOADREVISION']._serialized_start=976
-  _globals['_GETWORKLOADREVISION']._serialized_end=1088
-  _globals['_WORKLOADREVISION']._serialized_start=1091
-  _globals['_WORKLOADREVISION']._serialized_end=1405
-  _globals['_LISTWORKLOADS']._serialized_start=1408
-  _globals['_LISTWORKLOADS']._serialized_end=1545
-  _globals['_WORKLOADSUMMARY']._serialized_start=1548
-  _globals['_WORKLOADSUMMARY']._serialized_end=1895
-  _globals['_LISTWORKLOADSREPLY']._serialized_start=1898
-  _globals['_LISTWORKLOADSREPLY']._serialized_end=2028
-  _globals['_LISTBRANCHES']._serialized_start=2030
-  _globals['_LISTBRANCHES']._serialized_end=2120
-  _globals['_BRANCH']._serialized_start=2122
-  _globals['_BRANCH']._serialized_end=2160
-  _globals['_LISTBRANCHESREPLY']._serialized_start=2162
-  _globals['_LISTBRANCHESREPLY']._serialized_end=2281
-  _globals['_WORKLOADREVISIONCREATED']._serialized_start=2284
-  _globals['_WORKLOADREVISIONCREATED']._serialized_end=2609
+  _globals['_PREPAREDACTION']._serialized_end=940
+  _globals['_PARAMETERAXIS']._serialized_start=942
+  _globals['_PARAMETERAXIS']._serialized_end=987
+  _globals['_PARAMETERRECORD']._serialized_start=990
+  _globals['_PARAMETERRECORD']._serialized_end=1130
+  _globals['_PARAMETERRECORD_VALUESENTRY']._serialized_start=1085
+  _globals['_PARAMETERRECORD_VALUESENTRY']._serialized_end=1130
+  _globals['_COLLECTIONSHAPE']._serialized_start=1133
+  _globals['_COLLECTIONSHAPE']._serialized_end=1334
+  _globals['_PREPAREBRANCHREPLY']._serialized_start=1336
+  _globals['_PREPAREBRANCHREPLY']._serialized_end=1436
+  _globals['_GETWORKLOADREVISION']._serialized_start=1438
+  _globals['_GETWORKLOADREVISION']._serialized_end=1550
+  _globals['_WORKLOADREVISION']._serialized_start=1553
+  _globals['_WORKLOADREVISION']._serialized_end=1867
+  _globals['_LISTWORKLOADS']._serialized_start=1870
+  _globals['_LISTWORKLOADS']._serialized_end=2007
+  _globals['_WORKLOADSUMMARY']._serialized_start=2010
+  _globals['_WORKLOADSUMMARY']._serialized_end=2357
+  _globals['_LISTWORKLOADSREPLY']._serialized_start=2360
+  _globals['_LISTWORKLOADSREPLY']._serialized_end=2490
+  _globals['_LISTBRANCHES']._serialized_start=2492
+  _globals['_LISTBRANCHES']._serialized_end=2582
+  _globals['_BRANCH']._serialized_start=2584
+  _globals['_BRANCH']._serialized_end=2622
+  _globals['_LISTBRANCHESREPLY']._serialized_start=2624
+  _globals['_LISTBRANCHESREPLY']._serialized_end=2743
+  _globals['_WORKLOADREVISIONCREATED']._serialized_start=2746
+  _globals['_WORKLOADREVISIONCREATED']._serialized_end=3071
 # @@protoc_insertion_point(module_scope)

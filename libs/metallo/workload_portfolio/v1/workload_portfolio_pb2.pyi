@@ -61,7 +61,7 @@ class PrepareBranch(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., repository_url: _Optional[str] = ..., branch: _Optional[str] = ..., commit: _Optional[str] = ...) -> None: ...
 
 class PreparedAction(_message.Message):
-    __slots__ = ("action", "workload_id", "revision", "commit", "family", "environment", "action_type", "service_kind", "spec_digest", "created", "needs", "when")
+    __slots__ = ("action", "workload_id", "revision", "commit", "family", "environment", "action_type", "service_kind", "spec_digest", "created", "needs", "when", "collection")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class PreparedAction(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     NEEDS_FIELD_NUMBER: _ClassVar[int]
     WHEN_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
     action: str
     workload_id: str
     revision: int
@@ -86,7 +87,43 @@ class PreparedAction(_message.Message):
     created: bool
     needs: _containers.RepeatedScalarFieldContainer[str]
     when: str
-    def __init__(self, action: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., commit: _Optional[str] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., action_type: _Optional[str] = ..., service_kind: _Optional[str] = ..., spec_digest: _Optional[str] = ..., created: _Optional[bool] = ..., needs: _Optional[_Iterable[str]] = ..., when: _Optional[str] = ...) -> None: ...
+    collection: CollectionShape
+    def __init__(self, action: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., commit: _Optional[str] = ..., family: _Optional[str] = ..., environment: _Optional[str] = ..., action_type: _Optional[str] = ..., service_kind: _Optional[str] = ..., spec_digest: _Optional[str] = ..., created: _Optional[bool] = ..., needs: _Optional[_Iterable[str]] = ..., when: _Optional[str] = ..., collection: _Optional[_Union[CollectionShape, _Mapping]] = ...) -> None: ...
+
+class ParameterAxis(_message.Message):
+    __slots__ = ("name", "values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ParameterRecord(_message.Message):
+    __slots__ = ("values",)
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.ScalarMap[str, str]
+    def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CollectionShape(_message.Message):
+    __slots__ = ("matrix", "parameters", "max_active", "fail_fast", "array")
+    MATRIX_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FAST_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    matrix: _containers.RepeatedCompositeFieldContainer[ParameterAxis]
+    parameters: _containers.RepeatedCompositeFieldContainer[ParameterRecord]
+    max_active: int
+    fail_fast: bool
+    array: str
+    def __init__(self, matrix: _Optional[_Iterable[_Union[ParameterAxis, _Mapping]]] = ..., parameters: _Optional[_Iterable[_Union[ParameterRecord, _Mapping]]] = ..., max_active: _Optional[int] = ..., fail_fast: _Optional[bool] = ..., array: _Optional[str] = ...) -> None: ...
 
 class PrepareBranchReply(_message.Message):
     __slots__ = ("actions", "commit")

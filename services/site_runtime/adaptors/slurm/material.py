@@ -19,6 +19,7 @@ from typing import Any
 from site_runtime.adaptors.slurm.scripts import SCRIPT_VERSION
 from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import SiteCommand
+from site_runtime.domain.parameters import parameter_environment
 from site_runtime.domain.slurm_jobs import check_identifier
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -141,6 +142,7 @@ def prepared_record(
             or "\x00" in value
         ):
             raise Refusal("invalid-material", "an environment variable is not allowed")
+    env = {**env, **parameter_environment(spec, Refusal)}
     workdir = runtime.get("workingDirectory", ".") or "."
     if workdir.startswith("/") or ".." in Path(workdir).parts:
         raise Refusal("invalid-material", "the working directory leaves the checkout")

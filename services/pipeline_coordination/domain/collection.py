@@ -1,0 +1,204 @@
+"""Collections: one Pipeline step that runs its action once per item (ADR 0031; seed 002 §15.2).
+
+An action with ``matrix`` or ``parameters`` becomes a collection step. When the
+step starts it is pinned once (one revision, one commit) and every child is
+created at once — all identities or none — each a record of parameter values
+(:func:`metallo.parameters.expand`). Each child is a Run of its own in Execution
+Core (its own outcome, logs, retries and ``metallo run rerun``); the values
+reach its command only as ``METALLO_PARAM_<NAME>``.
+
+Child states: ``waiting`` → ``launching`` → ``launched`` → ``succeeded`` |
+``failed`` | ``cancelled`` | ``uncertain`` (a lost Run: its work may or may not
+have run); ``cancelling`` once its Run was asked to stop. A waiting child is
+``cancelled`` without a Run when the collection halts: the Pipeline stops, a
+member cancels the collection, or ``failFast`` saw a child fail. Halting never
+rewrites a child that already ended, and a child whose Run ended while it was
+being cancelled keeps the Run's outcome.
+
+The step ends once every child has ended: ``succeeded`` when all did,
+``failed`` when one failed or is uncertain, else ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from metallo import parameters
+
+# Child states
+WAITING = "waiting"
+LAUNCHING = "launching"
+LAUNCHED = "launched"
+CANCELLING = "cancelling"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+UNCERTAIN = "uncertain"
+ITEM_ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED, UNCERTAIN})
+ITEM_ACTIVE = frozenset({LAUNCHING, LAUNCHED, CANCELLING})
+ITEM_OF_OUTCOME = {"succeeded": SUCCEEDED, "failed": FAILED, "cancelled": CANCELLED, "lost": UNCERTAIN,
+                   "timed-out": FAILED}
+
+DEFAULT_MAX_ACTIVE = 10
+MAX_ACTIVE_LIMIT = 1000
+ARRAY_NEVER, ARRAY_PREFER, ARRAY_REQUIRE = "never", "prefer", "require"
+ARRAY = frozenset({ARRAY_NEVER, ARRAY_PREFER, ARRAY_REQUIRE})
+
+# Reason codes (docs/pipelines.md, Collections)
+R_COLLECTION_INVALID = "collection-invalid"
+R_COLLECTION_FAILED = "collection-failed"
+R_COLLECTION_CANCELLED = "collection-cancelled"
+R_FAIL_FAST = "fail-fast"
+R_ARRAY_UNAVAILABLE = "array-unavailable"
+R_STOPPED = "stopped-by-member"
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A collection as actions.yaml wrote it: ``matrix`` (name, values) in file order or ``records``."""
+
+    matrix: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    records: tuple[dict[str, str], ...] = ()
+    max_active: int = DEFAULT_MAX_ACTIVE
+    fail_fast: bool = False
+    array: str = ARRAY_PREFER
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON kept with the step (immutable, like the graph)."""
+        return {"matrix": [[n, list(v)] for n, v in self.matrix], "records": [dict(r) for r in self.records],
+                "max_active": self.max_active, "fail_fast": self.fail_fast, "array": self.array}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Shape:
+        """The value :meth:`to_json` wrote."""
+        return cls(
+            matrix=tuple((str(n), tuple(v)) for n, v in raw.get("matrix") or ()),
+            records=tuple(dict(r) for r in raw.get("records") or ()),
+            max_active=int(raw.get("max_active") or DEFAULT_MAX_ACTIVE),
+            fail_fast=bool(raw.get("fail_fast")),
+            array=str(raw.get("array") or ARRAY_PREFER),
+        )
+
+
+def shape(matrix, records, max_active: int = 0, fail_fast: bool = False, array: str = "") -> Shape:
+    """A :class:`Shape` from an owner's answer, as given (:func:`items_of` checks it when the step starts)."""
+    return Shape(
+        matrix=tuple((str(n), tuple(str(v) for v in values)) for n, values in matrix),
+        records=tuple({str(k): str(v) for k, v in r.items()} for r in records),
+        max_active=max_active or DEFAULT_MAX_ACTIVE,
+        fail_fast=fail_fast,
+        array=array or ARRAY_PREFER,
+    )
+
+
+@dataclass(frozen=True)
+class Item:
+    """One child: its parameter values and, once launched, its Run."""
+
+    index: int
+    parameters: dict[str, str] = field(default_factory=dict)
+    state: str = WAITING
+    run_id: str = ""
+    launch_command_id: str = ""
+    run_outcome: str = ""
+    reason_code: str = ""
+    message: str = ""
+    output_commit: str = ""
+    cancel_requested: bool = False
+    cancel_refused: bool = False
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    observed_at: datetime | None = None
+
+    @property
+    def ended(self) -> bool:
+        """The child will not change any more."""
+        return self.state in ITEM_ENDED
+
+    @property
+    def awaiting_end(self) -> bool:
+        """A Run was (or may have been) launched and its end is not known yet."""
+        launched = bool(self.run_id) or self.state == LAUNCHING
+        return launched and not self.run_outcome and not self.cancel_refused
+
+
+def items_of(s: Shape) -> tuple[Item, ...]:
+    """Every child of a collection, numbered from 1 in expansion order.
+
+    Raises ParameterError for a shape that breaks a rule (metallo.parameters,
+    ``max_active`` 1..1000, ``array`` never | prefer | require).
+    """
+    if not 1 <= s.max_active <= MAX_ACTIVE_LIMIT:
+        raise parameters.ParameterError([f"maxActive must be 1..{MAX_ACTIVE_LIMIT}"])
+    if s.array not in ARRAY:
+        raise parameters.ParameterError([f"array {s.array[:20]!r} is not one of never, prefer, require"])
+    return tuple(Item(index=i, parameters=v) for i, v in enumerate(parameters.expand(s.matrix, s.records), start=1))
+
+
+def array_decision(s: Shape, environment: str) -> tuple[str, str]:
+    """(decision, refusal code): how the children are submitted, and why not as an array.
+
+    Children always run as individual Runs here; ``array: require`` is refused
+    (``array-unavailable``) rather than silently submitted one by one.
+    """
+    if s.array == ARRAY_NEVER:
+        return "individual: array: never", ""
+    why = ("this platform does not compile Slurm job arrays yet" if environment == "slurm"
+           else f"the Site's environment is {environment}, not slurm")
+    if s.array == ARRAY_REQUIRE:
+        return f"refused: array: require, but {why}", R_ARRAY_UNAVAILABLE
+    return f"individual: {why}", ""
+
+
+def halting_reason(items: tuple[Item, ...], fail_fast: bool, stopping: bool, cancelled_by: str) -> tuple[str, str]:
+    """(code, message) why waiting children are no longer launched, or ("", "") when they are."""
+    if stopping:
+        return R_STOPPED, "never launched: the Pipeline was stopped"
+    if cancelled_by:
+        return R_COLLECTION_CANCELLED, f"never launched: the collection was cancelled by {cancelled_by}"
+    if fail_fast:
+        failed = next((i for i in items if i.state in (FAILED, UNCERTAIN)), None)
+        if failed is not None:
+            return R_FAIL_FAST, f"never launched: child {failed.index} {failed.state} (failFast)"
+    return "", ""
+
+
+def settle_items(items: tuple[Item, ...], halt: str, halt_message: str, now: datetime) -> tuple[Item, ...]:
+    """Apply Run ends to their children and, when halting, cancel every waiting child (no Run)."""
+    out = []
+    for i in items:
+        if i.run_outcome and i.state in (LAUNCHING, LAUNCHED, CANCELLING):
+            i = replace(i, state=ITEM_OF_OUTCOME.get(i.run_outcome, FAILED), ended_at=i.ended_at or now)
+        elif halt and i.state == WAITING:
+            i = replace(i, state=CANCELLED, reason_code=halt, message=halt_message[:MAX_REASON], ended_at=now)
+        out.append(i)
+    return tuple(out)
+
+
+def counts(items: tuple[Item, ...]) -> dict[str, int]:
+    """CollectionCounts: every child counted once (launching and cancelling are active)."""
+    out = dict.fromkeys(("waiting", "active", "succeeded", "failed", "cancelled", "uncertain"), 0)
+    for i in items:
+        if i.state == WAITING:
+            out["waiting"] += 1
+        elif i.state in ITEM_ACTIVE:
+            out["active"] += 1
+        else:
+            out[i.state] += 1
+    out["total"] = len(items)
+    return out
+
+
+def outcome(items: tuple[Item, ...]) -> tuple[str, str, str]:
+    """(step state, reason code, message) once every child ended."""
+    c = counts(items)
+    summary = f"{c['succeeded']} of {c['total']} children succeeded"
+    if c["failed"] or c["uncertain"]:
+        detail = ", ".join(f"{c[k]} {k}" for k in ("failed", "uncertain", "cancelled") if c[k])
+        return FAILED, R_COLLECTION_FAILED, f"{summary} ({detail})"
+    if c["cancelled"]:
+        return CANCELLED, R_COLLECTION_CANCELLED, f"{summary} ({c['cancelled']} cancelled)"
+    return SUCCEEDED, "", summary
