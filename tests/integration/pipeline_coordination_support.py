@@ -41,6 +41,7 @@ from pipeline_coordination.adaptors.store import SqlPipelineStore
 from pipeline_coordination.application.faults import FaultHook, no_fault
 from pipeline_coordination.application.settings import Settings
 from pipeline_coordination.domain.pipeline import Pipeline
+from workload_portfolio.adaptors.command_handlers import collection_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "pipeline_coordination" / "migrations"
@@ -141,6 +142,14 @@ async def messaging_database(make_database, name: str) -> AsyncEngine:
     return engine
 
 
+def _collection_fields(spec) -> dict | None:
+    """The collection fields of one action as Workload Portfolio's ActionsFile.collection gives them."""
+    if "matrix" not in spec and "parameters" not in spec:
+        return None
+    return json.loads(json.dumps({k: spec[k] for k in ("matrix", "parameters", "maxActive", "failFast", "array")
+                                  if k in spec}))
+
+
 class PortfolioDouble:
     """Workload Portfolio at the message level, over a real bare repository (see module doc)."""
 
@@ -163,6 +172,7 @@ class PortfolioDouble:
                         **self._prepare(name, spec, commit),
                         needs=list(spec.get("needs") or []),
                         when=spec.get("when", ""),
+                        collection=collection_shape(_collection_fields(spec)),
                     )
                     for name, spec in actions.items()
                 ],

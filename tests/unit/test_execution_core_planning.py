@@ -175,3 +175,14 @@ def test_settings_from_env():
     assert s.observe_interval_seconds == 0.5 and s.batch == 7 and s.timing().observe_interval == 0.5
     with pytest.raises(ValueError):
         Settings.from_env({"METALLO_EXECUTION_CORE_BATCH": "-1"})
+
+
+def test_a_collection_childs_values_join_its_specification_with_their_own_digest():
+    plain = plan(inp())
+    child = plan(inp(parameters={"lr": "0.1"}))
+    assert isinstance(plain, Plan) and isinstance(child, Plan)
+    assert "parameters" not in plain.spec and plain.spec_digest == REV.spec_digest
+    assert child.spec == {**REV.spec, "parameters": {"lr": "0.1"}}
+    assert child.spec_digest.startswith("sha256:") and child.spec_digest != REV.spec_digest
+    assert child.material_digest == material_digest(child.spec, child.repository, child.member)
+    assert child.material_digest != plain.material_digest

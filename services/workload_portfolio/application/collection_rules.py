@@ -39,13 +39,13 @@ def collection_problems(doc: Document, name: str, a: dict) -> list[Problem]:
         out.append(doc.problem(base + (key,), f"a collection runs jobs; {t} is a service", key=True))
     if isinstance(matrix, dict):
         for why in parameters.names_problems([n for n in matrix if isinstance(n, str) and parameters.NAME.match(n)]):
-            out.append(doc.problem(base + ("matrix",), why))
+            out.append(doc.problem(base + ("matrix",), why, key=True))
         axes = [(n, v) for n, v in matrix.items() if isinstance(v, list)]
         size = parameters.matrix_size(axes)
         if size > parameters.MAX_ITEMS:
             out.append(doc.problem(base + ("matrix",),
                                    f"the matrix makes {size} items (the product of its value counts); "
-                                   f"at most {parameters.MAX_ITEMS}"))
+                                   f"at most {parameters.MAX_ITEMS}", key=True))
     if isinstance(records, list):
         first: list[str] | None = None
         for i, r in enumerate(records):
