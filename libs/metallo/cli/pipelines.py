@@ -138,7 +138,8 @@ def print_pipeline(p) -> None:
             table.add_column(column)
         for s in p.steps:
             table.add_row(str(s.index), s.action, ",".join(map(str, s.needs)), s.when, s.state,
-                          s.run_id, s.pinned_commit[:12], s.output_commit[:12], s.reason_code)
+                          s.run_id or step_collection_text(s), s.pinned_commit[:12], s.output_commit[:12],
+                          s.reason_code)
         out.print(graph_tree(p))
         print_list_table(table)
     failed = next((s for s in p.steps if s.index == p.failed_step), None)
@@ -146,6 +147,14 @@ def print_pipeline(p) -> None:
         err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
                   f"({failed.action}) failed; `metallo run logs {failed.run_id}` shows its log",
                   markup=False)
+
+
+def step_collection_text(s) -> str:
+    """A collection step's run column: ``collection ID (3/20 succeeded)``; "" for another step."""
+    if not s.collection_id:
+        return ""
+    c = s.collection_counts
+    return f"collection {s.collection_id} ({c.succeeded}/{c.total} succeeded)"
 
 
 def repository_text(url: str, width: int = REPOSITORY_WIDTH) -> str:

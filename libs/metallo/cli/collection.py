@@ -1,0 +1,136 @@
+"""``metallo collection show|list|cancel`` (Pipeline Coordination: GetCollection,
+ListCollections, CancelCollection; docs/pipelines.md, Collections)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from metallo.cli import options as opt
+from metallo.cli.exits import CliError, Exit
+from metallo.cli.render import (
+    Output,
+    as_dict,
+    key_value_table,
+    next_page_command,
+    out,
+    print_json,
+    print_list_table,
+    timestamp,
+)
+from metallo.cli.settings import actor, connection
+from metallo.cli.transport import Platform, command_metadata, query_metadata
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Collections: one action run once per matrix combination or parameter record.")
+
+COUNTS = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain")
+
+
+def counts_text(counts) -> str:
+    """``20 total · 3 active · 17 succeeded`` (zero counts left out, total always shown)."""
+    return " · ".join(f"{getattr(counts, k)} {k}" for k in COUNTS if k == "total" or getattr(counts, k))
+
+
+def values_text(parameters) -> str:
+    """``lr=0.1 seed=3`` in name order."""
+    return " ".join(f"{k}={v}" for k, v in sorted(parameters.items()))
+
+
+def print_collection(c) -> None:
+    """A collection as a table, then one row per child."""
+    out.print(key_value_table(f"Collection {c.collection_id}", [
+        ("children", counts_text(c.counts)), ("state", c.state), ("action", c.action),
+        ("pipeline", f"{c.pipeline_id} step {c.step_index}"), ("revision", c.revision or ""),
+        ("commit", c.pinned_commit), ("max active", c.max_active), ("fail fast", "yes" if c.fail_fast else "no"),
+        ("array", f"{c.array} ({c.array_decision})" if c.array_decision else c.array),
+        ("reason", c.reason_code), ("message", c.message), ("cancelled by", c.cancelled_by),
+        ("cancel reason", c.cancel_reason),
+    ]))
+    from rich.table import Table
+
+    table = Table(title="Children", title_justify="left")
+    for column in ("#", "parameters", "state", "run", "reason", "started", "ended"):
+        table.add_column(column)
+    for i in c.items:
+        table.add_row(str(i.index), values_text(i.parameters), i.state, i.run_id, i.reason_code,
+                      timestamp(i.started_at), timestamp(i.ended_at))
+    print_list_table(table, empty="no child yet: the step has not started")
+
+
+@app.command("show")
+def show(collection_id: str, member: opt.Member = None, project: opt.Project = None,
+         output: opt.OutputOpt = Output.table) -> None:
+    """Show a collection, its counts and every child (each child's Run: `metallo run show RUN`)."""
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(pc.GetCollection(metadata=query_metadata(who), collection_id=collection_id))
+
+    c = asyncio.run(body())
+    if output is Output.json:
+        print_json(as_dict(c))
+    else:
+        print_collection(c)
+
+
+@app.command("list")
+def list_collections(member: opt.Member = None, project: opt.Project = None,
+                     output: opt.OutputOpt = Output.table,
+                     pipeline: Annotated[str, typer.Option(help="only this Pipeline's collections")] = "",
+                     limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
+                     page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
+    """List the Project's collections, newest Pipeline first."""
+    from metallo.common.v1 import common_pb2
+
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(pc.ListCollections(
+                metadata=query_metadata(who), pipeline_id=pipeline,
+                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+
+    reply = asyncio.run(body())
+    if output is Output.json:
+        print_json({"collections": [as_dict(c) for c in reply.collections],
+                    "next_page_token": reply.page.next_page_token})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Collections of {who.project}", title_justify="left")
+    for column in ("collection", "pipeline", "step", "action", "state", "children"):
+        table.add_column(column)
+    for c in reply.collections:
+        table.add_row(c.collection_id, c.pipeline_id, str(c.step_index), c.action, c.state, counts_text(c.counts))
+    print_list_table(table, empty=f"no collections in Project {who.project}" + (" on this page" if page_token else ""))
+    if reply.page.next_page_token:
+        out.print("more: " + next_page_command("metallo collection list", reply.page.next_page_token, {
+            "--project": who.project, "--pipeline": pipeline, "--limit": limit}), highlight=False)
+
+
+@app.command("cancel")
+def cancel(collection_id: str, member: opt.Member = None, project: opt.Project = None,
+           reason: Annotated[str, typer.Option(help="why, for people (≤ 500 characters)")] = "",
+           command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table) -> None:
+    """Cancel a whole collection: launch no further child and cancel the running ones."""
+    if len(reason) > 500:
+        raise CliError("--reason is longer than 500 characters", "shorten it", Exit.USAGE)
+    who, conn = actor(member, project), connection()
+
+    async def body():
+        async with Platform(conn) as p:
+            return await p.request(pc.CancelCollection(metadata=command_metadata(who, command_id),
+                                                       collection_id=collection_id, reason=reason))
+
+    reply = asyncio.run(body())
+    if output is Output.json:
+        print_json(as_dict(reply))
+    elif reply.cancel_recorded:
+        out.print(f"cancel of collection {collection_id} recorded (state {reply.state})")
+    else:
+        out.print(f"{collection_id}: already cancelled or ended (state {reply.state})")

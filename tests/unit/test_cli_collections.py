@@ -1,0 +1,83 @@
+"""``metallo collection show|list|cancel``: tables and --output json, against the real RabbitMQ
+with a stand-in for Pipeline Coordination (tests/unit/cli_support.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metallo.messaging import Topology
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
+from tests.unit.cli_support import (
+    StandIn,
+    cli,
+    cli_environment,  # noqa: F401 - autouse fixture
+)
+
+CID = "2c4e6a8b-3333-5444-9555-a66677778888"
+PID = "0b3f1c9a-1111-4222-8333-944455556666"
+OWNERS = ("pipeline_coordination",)
+
+
+@pytest.fixture
+def topology(namespace):
+    return Topology(prefix=namespace)
+
+
+def collection() -> pc.Collection:
+    c = pc.Collection(collection_id=CID, project="demo", pipeline_id=PID, step_index=1, action="sweep",
+                      state="running", max_active=3, fail_fast=True, array="prefer",
+                      array_decision="individual: this platform does not compile Slurm job arrays yet",
+                      counts=pc.CollectionCounts(total=3, active=1, succeeded=1, waiting=1))
+    c.items.add(index=1, parameters={"lr": "0.1", "seed": "1"}, state="succeeded", run_id="run-1")
+    c.items.add(index=2, parameters={"lr": "0.1", "seed": "2"}, state="launched", run_id="run-2")
+    c.items.add(index=3, parameters={"lr": "0.1", "seed": "3"}, state="waiting")
+    return c
+
+
+async def test_show_list_and_cancel_in_tables_and_json(amqp_url, topology):
+    seen = []
+
+    def cancel(cmd):
+        seen.append(cmd)
+        return pc.CancelCollectionReply(collection_id=cmd.collection_id, cancel_recorded=True, state="cancelling")
+
+    def listed(q):
+        seen.append(q)
+        short = collection()
+        del short.items[:]
+        return pc.ListCollectionsReply(collections=[short])
+
+    handlers = {"GetCollection": lambda q: collection(), "ListCollections": listed, "CancelCollection": cancel}
+    async with StandIn(amqp_url, topology, OWNERS, handlers):
+        table = await cli("collection", "show", CID)
+        document = await cli("collection", "show", CID, "--output", "json")
+        listing = await cli("collection", "list", "--pipeline", PID, "-o", "json")
+        cancelled = await cli("collection", "cancel", CID, "--reason", "wrong data")
+
+    assert table.code == 0, table.stderr
+    assert "3 total · 1 waiting · 1 active · 1 succeeded" in table.stdout
+    assert "lr=0.1 seed=2" in table.stdout and "run-2" in table.stdout
+    shown = json.loads(document.stdout)
+    assert shown["counts"]["total"] == 3 and shown["items"][1]["parameters"] == {"lr": "0.1", "seed": "2"}
+    assert json.loads(listing.stdout)["collections"][0]["collection_id"] == CID
+    assert cancelled.code == 0 and "cancel of collection" in cancelled.stdout
+    list_query, cancel_command = seen
+    assert list_query.pipeline_id == PID
+    assert cancel_command.collection_id == CID and cancel_command.reason == "wrong data"
+
+
+async def test_cancel_refuses_a_long_reason_before_asking(amqp_url, topology):
+    async with StandIn(amqp_url, topology, OWNERS, {}):
+        done = await cli("collection", "cancel", CID, "--reason", "x" * 501)
+    assert done.code == 2 and "longer than 500" in done.stderr
+
+
+def test_a_collection_step_names_its_collection_in_the_pipeline_table():
+    from metallo.cli.pipelines import step_collection_text
+
+    step = pc.PipelineStep(index=1, action="sweep", collection_id=CID,
+                           collection_counts=pc.CollectionCounts(total=20, succeeded=3))
+    assert step_collection_text(step) == f"collection {CID} (3/20 succeeded)"
+    assert step_collection_text(pc.PipelineStep(index=2, action="report")) == ""
