@@ -82,13 +82,13 @@ async def test_twenty_children_run_three_at_a_time_each_with_its_own_values_then
     most = 0
     ended = 0
     while ended < 20:
-        await h.until(lambda: len(alive(h)) >= min(3, 20 - ended))
+        await h.until(lambda n=ended: len(alive(h)) >= min(3, 20 - n))
         running = alive(h)
         most = max(most, len(running))
         assert len(running) <= 3, f"{len(running)} children alive at once"
         await h.runs.complete(running[0].run_id, "succeeded")
         ended += 1
-        await h.until(lambda: len(alive(h)) <= 2 or ended + len(alive(h)) >= 20)
+        await h.until(lambda n=ended: len(alive(h)) <= 2 or n + len(alive(h)) >= 20)
     assert most == 3
     p = await h.until_step(pid, 2, "launched")  # report starts after every child succeeded
     assert p.step(1).state == "succeeded"
@@ -176,3 +176,44 @@ async def test_collection_queries_refuse_bad_ids_and_other_projects(h):
     with pytest.raises(Rejected) as e:
         await get_collection(h, str(uuid.uuid4()))
     assert e.value.code == "not-found"
+
+
+class CrashOnce:
+    """A fault hook that kills the coordinator the first time it reaches ``point``."""
+
+    def __init__(self, point: str):
+        self.point = point
+        self.fired = False
+
+    async def __call__(self, point: str) -> None:
+        if point == self.point and not self.fired:
+            self.fired = True
+            from pipeline_coordination.application.faults import CoordinatorCrash
+
+            raise CoordinatorCrash(point)
+
+
+@pytest.fixture
+async def bare(make_database, amqp_url, topology, tmp_path):
+    harness = await build(make_database, amqp_url, topology, tmp_path, actions_yaml=ACTIONS)
+    yield harness
+    await teardown(harness)
+
+
+@pytest.mark.parametrize("point", ["item-launch-intent", "item-launched"])
+async def test_a_coordinator_killed_while_launching_children_launches_each_once(bare, point):
+    h = bare
+    crash = CrashOnce(point)
+    dead = h.coordinator(fault=crash)
+    await dead.start()
+    pid = (await h.start_pipeline(actions=("fragile",))).pipeline_id
+    await h.until(lambda: crash.fired and dead.coordinator.task is not None and dead.coordinator.task.done())
+    await h.coordinator().start()
+    for _ in range(5):
+        await h.until(lambda: len(alive(h)) >= 1)
+        await h.runs.complete(alive(h)[0].run_id, "succeeded")
+    p = await h.until_state(pid, "succeeded")
+    h.runs.assert_one_launch_per_step()
+    keys = [c.launch_key for c in h.runs.launches]
+    assert len(set(keys)) == 5 and len(h.runs.runs) == 5
+    assert all(i.run_id and i.state == "succeeded" for i in p.step(1).items)

@@ -26,8 +26,8 @@ from execution_core.application.projection import run_completed, run_message
 from execution_core.application.transitions import record_transition
 from execution_core.domain import reasons
 from execution_core.domain import states as s
-from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo import parameters
+from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")

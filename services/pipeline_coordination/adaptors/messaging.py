@@ -7,7 +7,11 @@ from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import CommandServer, EventConsumer
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from metallo.repository_policy import RepositoryPolicy
-from pipeline_coordination.adaptors.projection import collection_message, collection_state, pipeline_message
+from pipeline_coordination.adaptors.projection import (
+    collection_message,
+    collection_state,
+    pipeline_message,
+)
 from pipeline_coordination.application import collection_requests, requests
 from pipeline_coordination.application.ports import PipelineStore, ProjectAuthority
 from pipeline_coordination.domain.rerun import rerun_steps

@@ -8,8 +8,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
 from pipeline_coordination.application.ports import Meta
-from pipeline_coordination.domain.pipeline import Pipeline, Step
 from pipeline_coordination.domain import collection, identities
+from pipeline_coordination.domain.pipeline import Pipeline, Step
 from pipeline_coordination.domain.schedule import counts, partial
 
 

@@ -8,7 +8,9 @@ transaction rolls back, a committed claim keeps its lease until it expires.
 Points: ``claimed``, ``branch-prepared`` (PrepareBranch answered, not saved),
 ``pinned`` (PrepareAction answered, not saved), ``launch-intent`` (intent saved,
 LaunchRun not sent), ``launched`` (LaunchRun answered, not saved),
-``cancelled`` (CancelRun answered, not saved), ``settled`` (a settle saved).
+``cancelled`` (CancelRun answered, not saved), ``settled`` (a settle saved);
+for a collection's children ``item-launch-intent``, ``item-launched`` and
+``item-cancelled``.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from site_runtime.domain.outcomes import failure_record as outcome_failure_record
-from site_runtime.domain.parameters import parameter_environment
 from site_runtime.domain.outcomes import observation as outcome_observation
+from site_runtime.domain.parameters import parameter_environment
 
 STAGES = ("stage-in", "compute", "stage-out")
 
