@@ -155,3 +155,48 @@ async def test_the_real_workload_portfolio_refuses_a_cycle_with_its_line(h):
     p = await h.until_state(pid, "failed")
     assert p.reason_code == "actions-invalid" and not p.steps
     assert "actions.yaml:" in p.message and "needs form a cycle" in p.message, p.message
+
+
+COLLECTION = """\
+version: 1
+actions:
+  sweep:
+    type: slurm-job
+    command: {shell: "python train.py --lr \\"$METALLO_PARAM_LR\\""}
+    matrix: {lr: [0.1, 0.01, 0.001]}
+    maxActive: 2
+"""
+
+
+async def test_the_real_owners_carry_a_collections_shape_and_each_childs_values(h, make_database, amqp_url,
+                                                                                topology):
+    """PrepareBranch hands the matrix over as written; the real Execution Core keeps each child's values."""
+    await h.runs.stop()
+    ec_engine = create_engine(await make_database("execution_core", EC_MIGRATIONS), pool_size=4)
+    core = ExecutionCore(engine=ec_engine, amqp_url=amqp_url, topology=topology,
+                         authority=EcAuthority(GovernanceFile(GOVERNANCE)), parts=frozenset({"server", "relay"}),
+                         relay_poll_seconds=0.05)
+    await core.start()
+    try:
+        h.repo.push({"actions.yaml": COLLECTION}, "a sweep")
+        await h.coordinator().start()
+        pid = (await h.start_pipeline()).pipeline_id
+
+        async def two_launched() -> bool:
+            p = await h.load(pid)
+            return bool(p.steps) and sum(1 for i in p.step(1).items if i.run_id) == 2
+
+        await h.until(two_launched)
+        p = await h.load(pid)
+        s = p.step(1)
+        assert s.collection.matrix == (("lr", ("0.1", "0.01", "0.001")),) and s.collection.max_active == 2
+        for item in s.items[:2]:
+            run = await h.client.request(ec.GetRun(
+                metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), run_id=item.run_id))
+            assert dict(run.parameters) == item.parameters
+            assert run.launch_key == identities.item_key(pid, 1, 1, item.index)
+            assert run.labels["collection_id"] == s.collection_id and run.revision == s.revision
+        assert s.items[2].state == "waiting"  # maxActive 2: Execution Core never ends them here
+    finally:
+        await core.stop()
+        await ec_engine.dispose()
