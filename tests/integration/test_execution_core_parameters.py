@@ -23,7 +23,8 @@ async def make_stack(make_database, amqp_url, topology, tmp_path):
 async def test_a_childs_values_reach_the_prepare_payload_and_a_rerun_keeps_them(make_stack):
     stack = await make_stack()
     values = {"lr": "0.01", "seed": "3"}
-    run_id = await stack.launch(launch_key="pipeline:p-1:step:1:1:item:7", parameters=values)
+    labels = {"pipeline_id": "p-1", "collection_id": "c-1", "collection_item": "7", "team": "vision"}
+    run_id = await stack.launch(launch_key="pipeline:p-1:step:1:1:item:7", parameters=values, labels=labels)
     run = await stack.terminal(run_id)
     assert dict(run.parameters) == values and run.outcome == "succeeded"
     prepare = next(c for c in stack.site.received if c.run_id == run_id and c.kind == "prepare")
@@ -35,11 +36,13 @@ async def test_a_childs_values_reach_the_prepare_payload_and_a_rerun_keeps_them(
     with pytest.raises(Rejected) as e:
         await stack.launch(launch_key="pipeline:p-1:step:1:1:item:7", parameters={"lr": "0.1", "seed": "3"})
     assert e.value.code == "launch-key-conflict"
-    assert await stack.launch(launch_key="pipeline:p-1:step:1:1:item:7", parameters=values) == run_id
+    assert await stack.launch(launch_key="pipeline:p-1:step:1:1:item:7", parameters=values,
+                              labels=labels) == run_id
 
     reply = await stack.client.request(pb.RerunRun(metadata=cmd_meta("m-alice"), run_id=run_id), timeout=15)
     again = await stack.terminal(reply.run_id)
     assert dict(again.parameters) == values
+    assert dict(again.labels) == {"team": "vision"}  # the rerun is the member's own Run, no child of it
 
 
 @pytest.mark.parametrize("bad", [{"bad-name": "1"}, {"x": "a\x00b"}, {"x": "v" * 1025},

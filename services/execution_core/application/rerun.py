@@ -25,8 +25,8 @@ from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
 
 RERUN_CAPABILITY = "runs.rerun"
-# A Pipeline step's labels name the step; the rerun is the member's own Run.
-_STEP_LABEL_PREFIX = "pipeline_"
+# A Pipeline step's (and a collection child's) labels name the step; the rerun is the member's own Run.
+_STEP_LABEL_PREFIX = ("pipeline_", "collection_")
 
 
 def _pinned_commit(run: dict) -> str:
