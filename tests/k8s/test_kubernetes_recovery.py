@@ -28,8 +28,11 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_in_process(state_dir, site_id: str, command, fault: str | None = None):
-    """Run one command in a separate Runtime process that SIGKILLs itself at ``fault``."""
+def run_in_process(
+    state_dir, site_id: str, command, fault: str | None = None, settings: dict | None = None
+):
+    """Run one command in a separate Runtime process that SIGKILLs itself at ``fault``
+    (``settings``: more Site settings for that process)."""
     args = [
         sys.executable,
         "-m",
@@ -40,7 +43,10 @@ def run_in_process(state_dir, site_id: str, command, fault: str | None = None):
     ]
     if fault:
         args.append(fault)
-    return subprocess.run(args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "METALLO_K8S_RUNNER_SETTINGS": json.dumps(settings or {})}
+    return subprocess.run(
+        args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def wait_phase(attempt_id: str, kind: str, stage: str, done: set[str], timeout: float = 60) -> None:
