@@ -89,7 +89,9 @@ def exactly_one_of_each(executor, attempt_id: str) -> None:
         ("prepare", "intent:workspace"),  # intent saved, create never sent
         ("prepare", "created:workspace"),  # PVC created, its answer lost
         ("prepare", "created:stage-in"),  # preparation Pod created, answer lost
+        ("start", "intent:compute"),  # Job intent saved, create never sent
         ("start", "created:compute"),  # Job created, answer lost
+        ("observe", "intent:stage-out"),  # stage-out intent saved, create never sent
         ("observe", "created:stage-out"),  # stage-out Pod created, answer lost
     ],
 )
