@@ -70,11 +70,12 @@ def objects_of(
 TEST_SITE_PREFIX = "lab-k8s-t"
 
 
-def storage_quota_mib(namespace: str = NAMESPACE) -> int:
-    """The namespace's ResourceQuota ``requests.storage`` in MiB (Gi/Mi/Ti suffixes)."""
+def storage_quota_mib(namespace: str = NAMESPACE, kubeconfig: Path = ADMIN_KUBECONFIG) -> int:
+    """The namespace's ResourceQuota ``requests.storage`` in MiB (Gi/Mi/Ti suffixes), read
+    with ``kubeconfig``."""
     from lightkube.resources.core_v1 import ResourceQuota
 
-    client = admin()
+    client = admin(kubeconfig)
     try:
         hard = next(iter(client.list(ResourceQuota, namespace=namespace))).spec.hard
     finally:
