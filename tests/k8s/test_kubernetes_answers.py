@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from site_runtime.adaptors.kubernetes.executor import SNAPSHOT_SECONDS
+from site_runtime.adaptors.kubernetes.stages import SNAPSHOT_SECONDS
 from site_runtime.application.ports import Deferred
 from tests.k8s.faulty_api import FaultyApi, status_body
 from tests.k8s.lab import (
