@@ -12,14 +12,14 @@ helper Pods (running as the member) can read.
 from __future__ import annotations
 
 import base64
-import os
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import trustme
+
+from tests.git_cgi import serve_git
 
 FETCH_ONLY = "grant-stage-in"
 FETCH_AND_PUSH = "grant-stage-out"
@@ -54,43 +54,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_PROJECT_ROOT": str(self.server.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            # The bare repositories belong to the member; the server runs as root.
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*",
-            "PATH_INFO": path.removeprefix("/git"),
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": user,
-            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-        }
-        out = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-        ).stdout
-        head, _, payload = out.partition(b"\r\n\r\n")
-        status, headers = 200, []
-        for line in head.decode(errors="replace").split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.strip().split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        serve_git(
+            self,
+            self.server.root,
+            user,
+            path.removeprefix("/git"),
+            query,
+            {
+                "GIT_CONFIG_NOSYSTEM": "1",
+                # The bare repositories belong to the member; the server runs as root.
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "safe.directory",
+                "GIT_CONFIG_VALUE_0": "*",
+            },
+        )
 
     do_GET = _serve
     do_POST = _serve

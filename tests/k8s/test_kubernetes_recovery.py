@@ -29,10 +29,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def run_in_process(
-    state_dir, site_id: str, command, fault: str | None = None, settings: dict | None = None
+    state_dir,
+    site_id: str,
+    command,
+    fault: str | None = None,
+    settings: dict | None = None,
+    timeout: float = 120,
 ):
     """Run one command in a separate Runtime process that SIGKILLs itself at ``fault``
-    (``settings``: more Site settings for that process)."""
+    (``settings``: more Site settings for that process; tests/k8s/runner.py)."""
     args = [
         sys.executable,
         "-m",
@@ -45,7 +50,7 @@ def run_in_process(
         args.append(fault)
     env = {**os.environ, "METALLO_K8S_RUNNER_SETTINGS": json.dumps(settings or {})}
     return subprocess.run(
-        args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 

@@ -9,11 +9,8 @@ The namespace needs a ResourceQuota with ``requests.storage`` for the quota test
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -26,6 +23,7 @@ from tests.k8s.lab import (
     payload,
     storage_quota_mib,
 )
+from tests.k8s.test_kubernetes_recovery import run_in_process
 from tests.k8s_real.cluster import SKIP_REASON, cluster_from_env
 
 if cluster_from_env() is None:
@@ -35,7 +33,6 @@ pytestmark = pytest.mark.k8s_real
 TERMINAL = {"succeeded", "failed", "cancelled"}
 EMPTY = {"Job": [], "Pod": [], "PersistentVolumeClaim": [], "Secret": []}
 TIMEOUT = 600.0
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _member(user: str) -> dict[str, str]:
@@ -148,19 +145,7 @@ def _run_in_process(cluster, state_dir, site_id: str, command, fault: str):
         "KUBERNETES_RETENTION_SECONDS": "3600",
         "grants": "cluster",
     }
-    args = [
-        sys.executable,
-        "-m",
-        "tests.k8s.runner",
-        str(state_dir),
-        site_id,
-        json.dumps(dataclasses.asdict(command)),
-        fault,
-    ]
-    env = {**os.environ, "METALLO_K8S_RUNNER_SETTINGS": json.dumps(settings)}
-    return subprocess.run(
-        args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, env=env
-    )
+    return run_in_process(state_dir, site_id, command, fault, settings, timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize(

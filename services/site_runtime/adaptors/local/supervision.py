@@ -41,6 +41,20 @@ MAX_LAUNCHES = 2
 _SERVICES_DIR = str(Path(__file__).resolve().parents[3])
 
 
+def create_workspace(root: Path, attempt_id: str) -> Path:
+    """The Attempt's private workspace ``root/<attempt id>`` with ``logs/`` and
+    ``control/``, each mode 0700 (made now, or kept). Raises Deferred
+    ``workspace-unavailable`` when it cannot be made."""
+    workspace = root / attempt_id
+    try:
+        for path in (workspace, workspace / "logs", workspace / "control"):
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+    except OSError:
+        raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
+    return workspace
+
+
 def control_directory(row: AttemptRow, stage: str) -> Path:
     """The runner control directory of ``stage`` (spec, claim, status, cancel)."""
     return row.workspace / "control" / stage
