@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import os
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,6 +12,7 @@ import pytest
 import trustme
 
 from metallo.repository_policy import RepositoryPolicy
+from tests.git_cgi import serve_git
 from tests.unit.workload_portfolio_repos import ACTIONS, git, make_repo
 from workload_portfolio.adaptors.git_source import Credential, GitSourceControl, HostCredentials
 from workload_portfolio.domain.errors import SourceError
@@ -41,31 +40,7 @@ class _GitHandler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         path, _, query = self.path.partition("?")
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        env = {
-            "PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": USER, "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-        }
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True,
-                             check=False).stdout
-        head, _, payload = out.partition(b"\r\n\r\n")
-        status, headers = 200, []
-        for line in head.decode().split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.strip().split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        serve_git(self, self.root, USER, path, query)
 
     do_GET = _serve
     do_POST = _serve

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -35,13 +34,14 @@ from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import RepositoryGrant
 from site_runtime.domain.kubernetes_names import LABEL_ATTEMPT, label_value
-from tests.slurm import lab as slurm_lab
+from tests import lab_repos
+from tests.lab_repos import git, queued_batch_payload
 
 LAB = Path(os.environ.get("METALLO_K8S_LAB_STATE", "/var/lib/metallo-k8s-lab"))
 KUBECONFIG = LAB / "kubeconfig"
 ADMIN_KUBECONFIG = LAB / "admin.kubeconfig"
 REPOS = Path(os.environ.get("METALLO_K8S_TEST_REPOS", "/var/tmp/metallo-k8s-tests"))
-MEMBER = {"id": "m-alice", "site_username": "alice", "account": "demo"}
+MEMBER = lab_repos.MEMBER
 NAMESPACE = "metallo-demo"
 KINDS = {"Job": Job, "Pod": Pod, "PersistentVolumeClaim": PersistentVolumeClaim, "Secret": Secret}
 
@@ -70,11 +70,12 @@ def objects_of(
 TEST_SITE_PREFIX = "lab-k8s-t"
 
 
-def storage_quota_mib(namespace: str = NAMESPACE) -> int:
-    """The namespace's ResourceQuota ``requests.storage`` in MiB (Gi/Mi/Ti suffixes)."""
+def storage_quota_mib(namespace: str = NAMESPACE, kubeconfig: Path = ADMIN_KUBECONFIG) -> int:
+    """The namespace's ResourceQuota ``requests.storage`` in MiB (Gi/Mi/Ti suffixes), read
+    with ``kubeconfig``."""
     from lightkube.resources.core_v1 import ResourceQuota
 
-    client = admin()
+    client = admin(kubeconfig)
     try:
         hard = next(iter(client.list(ResourceQuota, namespace=namespace))).spec.hard
     finally:
@@ -182,13 +183,10 @@ def make_executor(
 def make_repository(files: dict[str, str] | None = None) -> tuple[str, str, Path]:
     """A bare repository owned by alice with one commit, in a directory the lab's Pods
     (running as alice) can read; returns (file URL, commit, path)."""
-    return slurm_lab.make_repository(files, root=REPOS)
+    return lab_repos.make_repository(files, root=REPOS)
 
 
-def git_out(*args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "safe.directory=*", *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+git_out = git
 
 
 def payload(
@@ -201,23 +199,10 @@ def payload(
 ) -> dict[str, Any]:
     res = {"cpus": 1, "memoryMiB": 128, "gpus": 0, "wallTimeSeconds": 600}
     res.update(resources)
-    spec = {
-        "command": command if isinstance(command, dict) else {"argv": command},
-        "preCommands": pre or [],
-        "resources": res,
-        "runtime": {"environment": {"GREETING": "hello $(HOME) $$"}, "workingDirectory": "."},
-        "inputs": [],
-    }
-    return {
-        "project": "demo",
-        "family": "queued-batch",
-        "action_type": "k8s-job",
-        "spec": spec,
-        "material_digest": "sha256:" + uuid.uuid4().hex,
-        "repository": {"url": url, "commit": commit, "branch": "main"},
-        "member": dict(member or MEMBER),
-        "deadline": None,
-    }
+    environment = {"GREETING": "hello $(HOME) $$"}
+    return queued_batch_payload(
+        "k8s-job", url, commit, command, member, pre=pre, environment=environment, resources=res
+    )
 
 
 class Driver:

@@ -3,7 +3,9 @@
 ``python -m tests.k8s.runner STATE_DIR SITE_ID COMMAND_JSON [FAULT_STEP]``: when the
 executor reaches ``FAULT_STEP`` (e.g. ``created:compute``) the process sends itself
 SIGKILL, exactly like ``kill -9`` of the Runtime at that point. Prints the command's
-result as JSON otherwise.
+result as JSON otherwise. ``METALLO_K8S_RUNNER_SETTINGS`` (JSON object) adds Site
+settings (e.g. ``REPOSITORY_CA_FILE``); its ``"grants": "cluster"`` issues the real-cluster
+lane's repository grants (tests/k8s_real).
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     async def run() -> None:
-        executor = make_executor(
-            state_dir, site_id=site_id, fault=fault, KUBERNETES_RETENTION_SECONDS=3600
-        )
+        settings = {"KUBERNETES_RETENTION_SECONDS": 3600}
+        settings.update(json.loads(os.environ.get("METALLO_K8S_RUNNER_SETTINGS") or "{}"))
+        grants = None
+        if settings.pop("grants", None) == "cluster":  # the real-cluster lane's repository
+            from tests.k8s_real.cluster import ClusterGrants, cluster_from_env
+
+            cluster = cluster_from_env()
+            assert cluster is not None
+            grants = ClusterGrants(
+                username=cluster.repository_username,
+                token=cluster.repository_token,
+                url=cluster.repository_url,
+            )
+        executor = make_executor(state_dir, grants=grants, site_id=site_id, fault=fault, **settings)
         command = SiteCommand(**json.loads(command_json))
         try:
             result = await executor.recover(command)

@@ -26,6 +26,7 @@ from tests.k8s.lab import (
 )
 from tests.k8s.lab_clients import NAMESPACE, close, member
 from tests.k8s.outage import ApiOutage
+from tests.k8s.test_kubernetes_recovery import wait_phase
 
 pytestmark = pytest.mark.k8s
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -133,13 +134,43 @@ async def test_one_observe_cycle_lists_once_for_every_active_attempt(executor):
         return await real_get(kind, namespace, name)
 
     api.list, api.get = counted_list, counted_get
-    executor._snapshot = None  # a new cycle
+    executor.snapshots.expire()  # a new cycle
     for drv in drivers:
         assert (await executor.observe(drv.command("observe"))).observation["phase"] == "running"
     assert calls == ["list Job", "list Pod"], calls
     api.list, api.get = real_list, real_get
     for drv in drivers:
         await executor.cancel(drv.command("cancel", {"reason": "member-request"}))
+
+
+async def test_starts_arriving_together_share_one_list(executor):
+    drivers = []
+    for _ in range(3):
+        url, commit, _ = make_repository()
+        drv = Driver(executor.site.site_id)
+        await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+        drivers.append(drv)
+    for drv in drivers:
+        wait_phase(drv.attempt_id, "Pod", "stage-in", {"Succeeded"})
+    calls: list[str] = []
+    api = executor.api
+    real_list = api.list
+
+    async def counted_list(kind, selector):
+        calls.append(f"list {kind}")
+        return await real_list(kind, selector)
+
+    api.list = counted_list
+    executor.snapshots.expire()
+    try:
+        started = await asyncio.gather(*(executor.start(drv.command("start")) for drv in drivers))
+    finally:
+        api.list = real_list
+    assert [s.outcome for s in started] == ["succeeded"] * 3
+    assert calls == ["list Job", "list Pod"], calls  # one list per cycle, not per start
+    for drv in drivers:  # each start created its Job at once from the shared snapshot
+        assert executor.journal.object(drv.attempt_id, "compute").state == "created"
+        assert len(objects_of(drv.attempt_id)["Job"]) == 1
 
 
 class Permits:

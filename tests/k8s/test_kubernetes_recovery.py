@@ -28,8 +28,16 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_in_process(state_dir, site_id: str, command, fault: str | None = None):
-    """Run one command in a separate Runtime process that SIGKILLs itself at ``fault``."""
+def run_in_process(
+    state_dir,
+    site_id: str,
+    command,
+    fault: str | None = None,
+    settings: dict | None = None,
+    timeout: float = 120,
+):
+    """Run one command in a separate Runtime process that SIGKILLs itself at ``fault``
+    (``settings``: more Site settings for that process; tests/k8s/runner.py)."""
     args = [
         sys.executable,
         "-m",
@@ -40,7 +48,10 @@ def run_in_process(state_dir, site_id: str, command, fault: str | None = None):
     ]
     if fault:
         args.append(fault)
-    return subprocess.run(args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "METALLO_K8S_RUNNER_SETTINGS": json.dumps(settings or {})}
+    return subprocess.run(
+        args, check=False, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def wait_phase(attempt_id: str, kind: str, stage: str, done: set[str], timeout: float = 60) -> None:
@@ -83,7 +94,9 @@ def exactly_one_of_each(executor, attempt_id: str) -> None:
         ("prepare", "intent:workspace"),  # intent saved, create never sent
         ("prepare", "created:workspace"),  # PVC created, its answer lost
         ("prepare", "created:stage-in"),  # preparation Pod created, answer lost
+        ("start", "intent:compute"),  # Job intent saved, create never sent
         ("start", "created:compute"),  # Job created, answer lost
+        ("observe", "intent:stage-out"),  # stage-out intent saved, create never sent
         ("observe", "created:stage-out"),  # stage-out Pod created, answer lost
     ],
 )

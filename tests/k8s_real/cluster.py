@@ -67,6 +67,12 @@ class Cluster:
         return out[0]
 
 
+SKIP_REASON = (
+    f"{VARIABLE} is not set: the real-cluster lane is opt-in (docs/k8s-lab.md); "
+    "no cluster can run on these machines"
+)
+
+
 def cluster_from_env() -> Cluster | None:
     """The cluster of ``METALLO_K8S_KUBECONFIG``, None when it is unset. Raises
     ValueError naming a missing required setting."""

@@ -5,19 +5,17 @@ code kept exactly, a forbidden impersonation refused definitely."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import pytest
 
 from tests.k8s.lab import Driver, make_executor, objects_of, observe_until, payload
-from tests.k8s_real.cluster import VARIABLE, cluster_from_env
+from tests.k8s_real.cluster import SKIP_REASON, cluster_from_env
 
 if cluster_from_env() is None:
-    pytest.skip(
-        f"{VARIABLE} is not set: the real-cluster lane is opt-in (docs/k8s-lab.md); "
-        "no cluster can run on these machines",
-        allow_module_level=True,
-    )
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
 pytestmark = pytest.mark.k8s_real
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -52,7 +50,11 @@ async def test_a_k8s_job_completes_and_its_output_commit_is_pushed(cluster, exec
     assert obs["output_commit"] and obs["output_commit"] != before
     assert cluster.head() == obs["output_commit"]
     assert [j["stage"] for j in final.native_jobs] == ["stage-in", "compute", "stage-out"]
-    await executor.tick()
+    end = time.monotonic() + TIMEOUT
+    while drv.attempt_id in executor.journal.cleanup_pending() and time.monotonic() < end:
+        await executor.tick()  # grant Secrets confirmed gone without reading them
+        await asyncio.sleep(1)
+    assert {o.state for o in executor.journal.objects(drv.attempt_id)} == {"deleted"}
     assert _left(cluster, drv.attempt_id) == EMPTY
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pwd
-import shutil
 import subprocess
 import time
 import uuid
@@ -31,6 +29,8 @@ from site_runtime.adaptors.slurm.rest import SlurmRest
 from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import RepositoryGrant
+from tests import lab_repos
+from tests.lab_repos import git, queued_batch_payload  # noqa: F401 - git: for the Slurm tests
 
 LAB = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 KEY = LAB / "issuer" / "private.pem"
@@ -38,7 +38,7 @@ JWKS = LAB / "issuer" / "jwks.json"
 REST_URL = "http://127.0.0.1:6820"
 WORKSPACES = LAB / "workspaces"
 REPOS = LAB / "test-repos"
-MEMBER = {"id": "m-alice", "site_username": "alice", "account": "demo"}
+MEMBER = lab_repos.MEMBER
 
 
 def lab_problem() -> str | None:
@@ -155,60 +155,8 @@ def make_repository(
     lfs: dict[str, bytes] | None = None,
     root: Path = REPOS,
 ) -> tuple[str, str, Path]:
-    """A bare repository owned by alice with one commit, under ``root``; returns
-    (file URL, commit, path).
-
-    ``lfs`` files are committed under the LFS filter (``*.bin``), their objects pushed
-    into the bare repository's LFS store.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    root.chmod(0o755)
-    name = uuid.uuid4().hex[:12]
-    bare = root / f"{name}.git"
-    work = root / f"{name}.work"
-    git = [
-        "git",
-        "-c",
-        "user.name=Test",
-        "-c",
-        "user.email=test@localhost",
-        "-c",
-        "init.defaultBranch=main",
-    ]
-    subprocess.run([*git, "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run([*git, "init", "-q", str(work)], check=True)
-    for path, text in (files or {"README.md": "lab\n"}).items():
-        (work / path).write_text(text)
-    if lfs:
-        git += ["-c", "filter.lfs.clean=git-lfs clean -- %f", "-c", "filter.lfs.required=true"]
-        (work / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
-        for path, data in lfs.items():
-            (work / path).write_bytes(data)
-    subprocess.run([*git, "-C", str(work), "add", "-A"], check=True)
-    subprocess.run([*git, "-C", str(work), "commit", "-q", "-m", "initial"], check=True)
-    if lfs:
-        subprocess.run(
-            [*git, "-C", str(work), "lfs", "push", "--all", f"file://{bare}"],
-            check=True,
-            capture_output=True,
-        )
-    subprocess.run(
-        [*git, "-C", str(work), "push", "-q", "--no-verify", str(bare), "HEAD:refs/heads/main"],
-        check=True,
-    )
-    commit = subprocess.run(
-        [*git, "-C", str(work), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    shutil.rmtree(work)
-    alice = pwd.getpwnam("alice")
-    for root, dirs, files_ in os.walk(bare):
-        for entry in [
-            root,
-            *(os.path.join(root, d) for d in dirs),
-            *(os.path.join(root, f) for f in files_),
-        ]:
-            os.chown(entry, alice.pw_uid, alice.pw_gid)
-    return f"file://{bare}", commit, bare
+    """:func:`tests.lab_repos.make_repository` under the Slurm lab's ``REPOS``."""
+    return lab_repos.make_repository(files, lfs, root=root)
 
 
 def payload(
@@ -216,23 +164,7 @@ def payload(
 ) -> dict[str, Any]:
     res = {"cpus": 1, "memoryMiB": 128, "gpus": 0, "wallTimeSeconds": 600, "nodes": 1}
     res.update(resources)
-    spec = {
-        "command": command if isinstance(command, dict) else {"argv": command},
-        "preCommands": [],
-        "resources": res,
-        "runtime": {"environment": {}, "workingDirectory": "."},
-        "inputs": [],
-    }
-    return {
-        "project": "demo",
-        "family": "queued-batch",
-        "action_type": "slurm-job",
-        "spec": spec,
-        "material_digest": "sha256:" + uuid.uuid4().hex,
-        "repository": {"url": url, "commit": commit, "branch": "main"},
-        "member": dict(member or MEMBER),
-        "deadline": None,
-    }
+    return queued_batch_payload("slurm-job", url, commit, command, member, resources=res)
 
 
 class Driver:
@@ -328,10 +260,3 @@ def squeue_jobs(name_prefix: str) -> list[dict[str, str]]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
-
-
-def git(*args: str) -> str:
-    """``git ARGS`` as the test's user on the lab's repositories (owned by the member)."""
-    return subprocess.run(
-        ["git", "-c", "safe.directory=*", *args], check=True, capture_output=True, text=True
-    ).stdout.strip()

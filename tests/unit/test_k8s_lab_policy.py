@@ -77,3 +77,17 @@ def test_impersonation_is_limited_to_the_sites_members():
     assert user == UserInfo("alice", ("metallo:members", "system:authenticated"))
     with pytest.raises(ApiError):
         authz.impersonate(RUNTIME, headers(Impersonate_Group="metallo:members"))  # a group needs a user
+
+
+def test_the_runtime_deletes_grant_secrets_but_never_reads_them():
+    from metallo.labs.kubernetes.resources import SECRETS
+
+    authz = Authorizer([Token("t", RUNTIME)], lambda: layout_from(parse_governance(GOVERNANCE), "lab-k8s").policy)
+    authz.authorize(RUNTIME, "delete", SECRETS, None, "metallo-demo", "s")
+    authz.authorize(RUNTIME, "deletecollection", SECRETS, None, "metallo-demo", None)
+    for verb, name in (("get", "s"), ("list", None), ("watch", None)):
+        with pytest.raises(ApiError) as e:
+            authz.authorize(RUNTIME, verb, SECRETS, None, "metallo-demo", name)
+        assert e.value.code == 403
+    with pytest.raises(ApiError):  # and deletes no other collection
+        authz.authorize(RUNTIME, "deletecollection", PODS, None, "metallo-demo", None)

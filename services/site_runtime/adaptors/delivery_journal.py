@@ -18,8 +18,8 @@ import json
 import sqlite3
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 
+from site_runtime.adaptors.sqlite_journal import SqliteJournal
 from site_runtime.application.delivery import JournalEntry, JournalMismatch
 from site_runtime.application.ports import SiteCommand
 
@@ -48,40 +48,15 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def open_sqlite(path: Path) -> sqlite3.Connection:
-    """Open (creating with mode 0600) a SQLite file in WAL mode with full sync.
-
-    Used for ``delivery.sqlite`` and ``jobs.sqlite``. Autocommit mode: callers wrap
-    multi-statement changes in ``with conn:`` transactions.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        path.touch(mode=0o600)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    return conn
-
-
 def command_json(command: SiteCommand) -> str:
     """A command as canonical JSON (sorted keys, compact)."""
     return json.dumps(asdict(command), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-class SqliteDeliveryJournal:
+class SqliteDeliveryJournal(SqliteJournal):
     """:class:`~site_runtime.application.delivery.DeliveryJournal` over ``delivery.sqlite``."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._conn = open_sqlite(self.path)
-        self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        """Close the file (the journal stays valid on disk)."""
-        self._conn.close()
+    SCHEMA = _SCHEMA
 
     def _entry(self, row: sqlite3.Row | None) -> JournalEntry | None:
         if row is None:

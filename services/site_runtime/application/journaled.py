@@ -17,10 +17,11 @@ path: every handler is idempotent by the executor's journal, so recovering a
 command is handling it again under these rules. A kind the executor has no
 handler for is refused ``unsupported-command-kind``.
 
-An executor builds one wrapper over its journal and its handlers, and its public
-methods call :meth:`JournaledExecutor.run`::
+An executor builds one wrapper over its journal and its handlers (:func:`handlers_of`:
+its ``_prepare``, ``_start``... methods), and its public methods call
+:meth:`JournaledExecutor.run`::
 
-    self.commands = JournaledExecutor(journal, {"prepare": self._prepare, ...})
+    self.commands = JournaledExecutor(journal, handlers_of(self))
 
     async def prepare(self, command):
         return await self.commands.run("prepare", command)
@@ -73,6 +74,24 @@ COMMAND_RULES: Mapping[str, CommandRule] = {
     "apply": CommandRule(replays=True, locks=True, needs_attempt=False),
     "terminate": CommandRule(replays=True, locks=True, needs_attempt=False),
 }
+
+
+#: The queued-batch family's command kinds (docs/site-commands.md).
+QUEUED_BATCH = ("prepare", "start", "observe", "cancel", "read-log")
+MATERIAL_CHANGED = "the Attempt was prepared with other material"
+
+
+def handlers_of(owner: object, kinds: Collection[str] = QUEUED_BATCH) -> dict[str, CommandHandler]:
+    """``owner``'s handler of each of ``kinds``: its method ``_<kind>`` (``read-log``:
+    ``_read_log``). Raises AttributeError at once when one is missing."""
+    return {kind: getattr(owner, "_" + kind.replace("-", "_")) for kind in kinds}
+
+
+def material_changed(saved: Mapping[str, Any] | None, payload: Mapping[str, Any]) -> bool:
+    """True when a prepare's ``payload`` differs from the material the Attempt was
+    journalled with (``saved``; None: never prepared here) — refused
+    ``material-changed`` with :data:`MATERIAL_CHANGED`, nothing touched."""
+    return saved is not None and dict(saved) != dict(payload)
 
 
 def refused(command: SiteCommand, code: str, message: str) -> CommandResult:

@@ -5,12 +5,13 @@ execution authorisation, Run-scoped repository grants and member tokens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from metallo.identity.verify import MemberCredential
-from site_runtime.application.delivery import EdgeRefused
+from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 
 #: HTTP statuses with which the edge says no for good; any other refusal (401 for a
 #: credential being rotated, 429) may pass, so an executor defers instead.
@@ -113,3 +114,36 @@ async def release_each(
         else:
             answers[grant_id] = "revoked"
     return answers
+
+
+class GrantJournal(Protocol):
+    """Where an executor records that a stage's grant was revoked."""
+
+    def grant_released(self, attempt_id: str, stage: str) -> None:
+        """The grant of the Attempt's ``stage`` (or object role) is revoked."""
+        ...
+
+
+async def release_stage_grant(
+    grants: RepositoryGrants,
+    journal: GrantJournal,
+    attempt_id: str,
+    stage: str,
+    grant_id: str,
+    log: logging.Logger,
+) -> bool:
+    """Revoke one stage's grant at the edge now and journal it: True when revoked; False
+    (a warning on ``log``, the journal unchanged, so the next pass tries again) when the
+    edge is unavailable or refuses now."""
+    try:
+        await grants.release(grant_id)
+    except (EdgeUnavailable, EdgeRefused) as error:
+        log.warning(
+            "attempt %s: releasing the %s grant failed (%s); retried later",
+            attempt_id,
+            stage,
+            type(error).__name__,
+        )
+        return False
+    journal.grant_released(attempt_id, stage)
+    return True

@@ -11,7 +11,8 @@
   Site and the groups ``system:authenticated`` and ``metallo:members``, may read
   (get/list/watch) Jobs, Pods, Pod logs, PVCs, events, quotas, namespaces and nodes in
   every namespace, and may delete Jobs, Pods, Secrets and PVCs (cleanup after a member
-  left); it creates nothing as itself.
+  left) — Secrets also as a collection, never get or list them; it creates nothing as
+  itself.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ CANCEL = rule("get,list,watch,delete,deletecollection", ",batch", "pods,jobs")
 RUNTIME_READ = rule("get,list,watch", ",batch,apps,serving.kserve.io",
                     "pods,pods/log,jobs,persistentvolumeclaims,events,resourcequotas,namespaces,nodes,"
                     "deployments,replicasets,inferenceservices")
-RUNTIME_CLEANUP = rule("delete,deletecollection", ",batch", "pods,jobs,secrets,persistentvolumeclaims")
+RUNTIME_CLEANUP = rule("delete", ",batch", "pods,jobs,persistentvolumeclaims")
+#: Grant Secrets are deleted, never read: deletecollection (by exact name and the
+#: Attempt's labels) removes one whose uid is unknown (docs/decisions/0029).
+RUNTIME_SECRETS = rule("delete,deletecollection", "", "secrets")
 
 CAPABILITY_RULES: dict[str, Rule] = {"runs.read": READ, "runs.launch": LAUNCH, "runs.cancel": CANCEL}
 
@@ -83,6 +87,7 @@ def layout_from(governance: Governance, site_id: str) -> Layout:
         rule("impersonate", "", "users", tuple(sorted(members))),
         rule("impersonate", "", "groups", ("system:authenticated", MEMBER_GROUP)),
     )
-    policy = Policy(cluster={RUNTIME_USER: (*impersonate, RUNTIME_READ, RUNTIME_CLEANUP)},
+    policy = Policy(cluster={RUNTIME_USER: (*impersonate, RUNTIME_READ, RUNTIME_CLEANUP,
+                                            RUNTIME_SECRETS)},
                     namespaced=namespaced)
     return Layout(namespaces, members, policy)

@@ -8,7 +8,9 @@
   Site's namespaces), **Pod logs** and **deletes** go as the Runtime's own identity
   from the kubeconfig, which may read and clean up but creates nothing itself.
 - A delete names the exact ``metadata.uid`` (``preconditions.uid``) with
-  ``propagationPolicy: Foreground``; lightkube's ``delete`` sends no body and its
+  ``propagationPolicy: Foreground``; an object whose uid is not known yet (journalled
+  only as an intent) of a kind the Runtime may not read is deleted on its collection by
+  exact name and this Attempt's labels; lightkube's ``delete`` sends no body and its
   ``log`` has no ``limitBytes``, so those two use the same TLS/auth settings from
   lightkube's kubeconfig loader over one raw ``httpx2`` client.
 
@@ -197,6 +199,33 @@ class KubeApi:
         if answer.status_code >= 300:
             raise KubeError(answer.status_code, _json(answer), f"delete {kind} {name}")
         return True
+
+    async def delete_labelled(self, kind: str, namespace: str, name: str, selector: str) -> int:
+        """Delete the object named ``name`` only if it carries every label of ``selector``
+        (one DELETE on the collection with ``fieldSelector=metadata.name``), as the
+        Runtime, Foreground. Returns how many objects the answer lists: 0 when no such
+        object exists any more (one still being deleted is listed again)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
+        path = _PATHS[kind].format(ns=namespace, name=name).rsplit("/", 1)[0]
+        params = {"labelSelector": selector, "fieldSelector": f"metadata.name={name}"}
+        try:
+            answer = await self._raw.request(
+                "DELETE",
+                path,
+                params=params,
+                content=json.dumps(body),
+                headers={"Content-Type": "application/json"},
+            )
+        except Exception as error:  # noqa: BLE001
+            raise _from_error(error, f"delete {kind} {name}") from None
+        if answer.status_code == 404:
+            return 0
+        if answer.status_code >= 300:
+            raise KubeError(answer.status_code, _json(answer), f"delete {kind} {name}")
+        items = _json(answer).get("items")
+        if not isinstance(items, list):
+            raise KubeError(answer.status_code, {"reason": "MalformedAnswer"}, f"delete {kind}")
+        return len(items)
 
     async def gone(self, kind: str, namespace: str, name: str, uid: str) -> bool:
         """True when no object with ``uid`` exists under ``name`` any more."""

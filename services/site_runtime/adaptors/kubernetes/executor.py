@@ -41,10 +41,15 @@ from site_runtime.adaptors.kubernetes.journal import (
 from site_runtime.adaptors.kubernetes.logs import PodLogReads
 from site_runtime.adaptors.kubernetes.objects import NativeObjects, NativeRefused, identity_of
 from site_runtime.adaptors.kubernetes.settings import KubernetesSettings
-from site_runtime.adaptors.kubernetes.stages import Snapshot, StageDriver, take_snapshot
+from site_runtime.adaptors.kubernetes.stages import Snapshots, StageDriver
 from site_runtime.adaptors.local.authorisation import EdgeAuthorisation
 from site_runtime.application.delivery import EdgeRefused
-from site_runtime.application.journaled import JournaledExecutor
+from site_runtime.application.journaled import (
+    MATERIAL_CHANGED,
+    JournaledExecutor,
+    handlers_of,
+    material_changed,
+)
 from site_runtime.application.log_reads import ReadPermits
 from site_runtime.application.native_ends import NativeEndNotices
 from site_runtime.application.ports import CommandResult, Deferred, NativeEndNotice, SiteCommand
@@ -57,7 +62,6 @@ from site_runtime.domain.local_batch import InvalidMaterial
 log = logging.getLogger("site_runtime.kubernetes")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 STAGES = ("stage-in", "compute", "stage-out")
-SNAPSHOT_SECONDS = 1.0  # observes within this long of a list share it (one list per cycle)
 
 
 class KubernetesExecutor:
@@ -87,17 +91,11 @@ class KubernetesExecutor:
         self.logs = PodLogReads(api, journal)
         self.cleanup = Cleanup(journal, self.objects, self.stages, self.site.site_id)
         self.native_ends = NativeEndNotices(on_native_end, timeout_seconds=5.0)
-        self._snapshot: Snapshot | None = None
+        self.snapshots = Snapshots(api, self.site.site_id)
         self._task: asyncio.Task | None = None
         self.commands = JournaledExecutor(
             journal,
-            {
-                "prepare": self._prepare,
-                "start": self._start,
-                "observe": self._observe,
-                "cancel": self._cancel,
-                "read-log": self._read_log,
-            },
+            handlers_of(self),
         )
 
     async def prepare(self, command: SiteCommand) -> CommandResult:
@@ -160,7 +158,7 @@ class KubernetesExecutor:
     async def tick(self) -> None:
         """One pass: one snapshot, every started Attempt advanced, cleanup due done."""
         active = self.journal.active_attempts()
-        snapshot = await self._fresh_snapshot() if active else None
+        snapshot = await self.snapshots.fresh() if active else None
         for attempt_id in active:
             lock = self.commands.lock(attempt_id)
             if lock.locked():
@@ -194,13 +192,8 @@ class KubernetesExecutor:
         except InvalidMaterial as refusal:
             return self._save(command, "refused", code=refusal.code, message=str(refusal))
         existing = self.journal.attempt(command.attempt_id)
-        if existing is not None and existing.material != command.payload:
-            return self._save(
-                command,
-                "refused",
-                code="material-changed",
-                message="the Attempt was prepared with other material",
-            )
+        if material_changed(existing.material if existing else None, command.payload):
+            return self._save(command, "refused", code="material-changed", message=MATERIAL_CHANGED)
         if existing is not None and existing.state == "refused":
             return self._save(command, "refused", code=existing.code, message="refused before")
         refused = await self._authorise(command.run_id, command.attempt_id, command.payload)
@@ -265,7 +258,7 @@ class KubernetesExecutor:
             self.journal.set_state(row.attempt_id, "stage-in")
             row = self.journal.attempt(row.attempt_id) or row
         if row.state not in TERMINAL:
-            await self.stages.advance(row, await self._fresh_snapshot())
+            await self.stages.advance(row, await self.snapshots.shared())
         return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
 
     async def _observe(self, command: SiteCommand) -> CommandResult:
@@ -274,7 +267,7 @@ class KubernetesExecutor:
         current = None
         if row.state in ("prepared", "stage-in", "compute", "stage-out"):
             try:
-                snapshot = await self._cycle_snapshot()
+                snapshot = await self.snapshots.cycle()
                 if row.state == "prepared":
                     await self.stages.settle_preparation(row, snapshot)
                 else:
@@ -329,20 +322,6 @@ class KubernetesExecutor:
         (the same request as every executor's; raises Deferred ``authority-unavailable``)."""
         job = parse_kubernetes_job(payload, self.site).job
         return await self.authorisation.authorise(run_id, attempt_id, job)
-
-    async def _fresh_snapshot(self) -> Snapshot | None:
-        try:
-            self._snapshot = await take_snapshot(self.api, self.site.site_id)
-        except KubeError as error:
-            log.info("listing the Site's Jobs and Pods failed (%s)", error)
-            return None
-        return self._snapshot
-
-    async def _cycle_snapshot(self) -> Snapshot:
-        """The snapshot of this observe cycle: taken again once older than SNAPSHOT_SECONDS."""
-        if self._snapshot is None or time.monotonic() - self._snapshot.taken_at > SNAPSHOT_SECONDS:
-            self._snapshot = await take_snapshot(self.api, self.site.site_id)
-        return self._snapshot
 
     async def _end(self, row: AttemptRow, state: str, code: str | None, output: str | None) -> None:
         now = time.time()

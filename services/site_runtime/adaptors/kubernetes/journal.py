@@ -14,7 +14,8 @@ Tables:
   again, so a retry or restart after cleanup cannot bring it back; the stage's
   repository grant id and whether it was released; the stage's end (exit code,
   signal, code);
-- ``results``: the exact result of each command, replayed for the same command id.
+- ``results``: the exact result of each command, replayed for the same command id
+  (:class:`site_runtime.adaptors.sqlite_journal.ResultJournal`).
 
 Repository tokens are never stored: only grant ids.
 """
@@ -23,11 +24,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors.delivery_journal import open_sqlite
+from site_runtime.adaptors.sqlite_journal import ResultJournal, now_iso
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
@@ -60,19 +59,9 @@ CREATE TABLE IF NOT EXISTS objects (
     ended INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (attempt_id, role)
 );
-CREATE TABLE IF NOT EXISTS results (
-    command_id TEXT PRIMARY KEY,
-    result_json TEXT NOT NULL,
-    saved_at TEXT NOT NULL
-);
 """
 ACTIVE = ("prepared", "stage-in", "compute", "stage-out")
 TERMINAL = ("succeeded", "failed", "cancelled")
-
-
-def now_iso() -> str:
-    """UTC now as ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -110,35 +99,10 @@ class ObjectRow:
     ended: bool
 
 
-class KubernetesJournal:
+class KubernetesJournal(ResultJournal):
     """``jobs.sqlite`` of the kubernetes executor; each method is one short transaction."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._conn = open_sqlite(self.path)
-        self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        """Close the file (the journal stays valid on disk)."""
-        self._conn.close()
-
-    # ------------------------------------------------------------ results
-    def result(self, command_id: str) -> dict[str, Any] | None:
-        """The saved result of ``command_id``, or None."""
-        row = self._conn.execute(
-            "SELECT result_json FROM results WHERE command_id = ?", (command_id,)
-        ).fetchone()
-        return json.loads(row["result_json"]) if row else None
-
-    def save_result(self, command_id: str, result: dict[str, Any]) -> dict[str, Any]:
-        """Save the first result for ``command_id``; return the saved one."""
-        self._conn.execute(
-            "INSERT OR IGNORE INTO results (command_id, result_json, saved_at) VALUES (?, ?, ?)",
-            (command_id, json.dumps(result, sort_keys=True), now_iso()),
-        )
-        saved = self.result(command_id)
-        assert saved is not None
-        return saved
+    SCHEMA = _SCHEMA
 
     # ------------------------------------------------------------ attempts
     def attempt(self, attempt_id: str) -> AttemptRow | None:

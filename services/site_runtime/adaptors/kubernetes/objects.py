@@ -9,6 +9,12 @@ Kubernetes: Recovery).
   (deleted before) is never created again.
 - :meth:`NativeObjects.delete` deletes by exact ``uid`` with foreground propagation
   and answers only once the object is confirmed absent; then it tombstones the role.
+- The Runtime may delete grant Secrets but never read them (least privilege: it
+  cannot read a live repository token). A Secret's absence is therefore confirmed
+  without GET: the exact-uid DELETE is repeated until it answers ``404 NotFound`` (or
+  ``409`` — the name now holds another object); a Secret journalled only as an intent
+  (its uid unknown) is deleted on the collection by exact name and this Attempt's
+  labels, repeated until the answer lists nothing (ADR 0029).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from site_runtime.domain.kubernetes_errors import DEFERRAL, classify, quota_exce
 from site_runtime.domain.kubernetes_names import Identity
 
 log = logging.getLogger("site_runtime.kubernetes")
+#: Kinds the Runtime may delete but not get or list (module doc).
+UNREADABLE = frozenset({"Secret"})
 
 
 class NativeRefused(Exception):
@@ -112,6 +120,12 @@ class NativeObjects:
     async def _adopt(
         self, kind: str, namespace: str, name: str, identity: Identity
     ) -> dict[str, Any]:
+        if kind in UNREADABLE:
+            # Only ever created after this Attempt's own object under the name was
+            # confirmed absent (module doc): what holds the name now is someone else's.
+            raise NativeRefused(
+                "native-object-conflict", f"{kind} {name} belongs to something else"
+            )
         try:
             found = await self.api.get(kind, namespace, name)
         except KubeError as error:
@@ -147,22 +161,64 @@ class NativeObjects:
         current = self.journal.object(row.attempt_id, role)
         if current is None or current.state == "deleted":
             return
+        if current.state == "intent" and current.kind in UNREADABLE:
+            await self._delete_unread_intent(row, current, identity, role)
+            self.journal.deleted(row.attempt_id, role)
+            return
         if current.state == "intent" and await self.find(row, role, identity) is None:
             self.journal.deleted(row.attempt_id, role)
             return
         current = self.journal.object(row.attempt_id, role)
         assert current is not None and current.uid is not None
+        kind, name, uid = current.kind, current.name, current.uid
         self.journal.deleting(row.attempt_id, role)
         try:
-            await self.api.delete_exact(current.kind, row.namespace, current.name, current.uid)
+            await self.api.delete_exact(kind, row.namespace, name, uid)
             self._fault(f"deleted:{role}")
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.confirm_seconds
-            while not await self.api.gone(current.kind, row.namespace, current.name, current.uid):
-                if loop.time() >= deadline:
-                    raise Deferred(DEFERRAL, f"{current.kind} {current.name} is not gone yet")
-                await asyncio.sleep(self.poll_seconds)
+            if kind in UNREADABLE:
+                await self._confirm(
+                    kind, name, self.api.delete_exact, kind, row.namespace, name, uid
+                )
+            else:
+                await self._confirm(kind, name, self._present, kind, row.namespace, name, uid)
+        except KubeError as error:
+            raise uncertain(error, f"delete {kind}") from None
+        self.journal.deleted(row.attempt_id, role)
+        log.info("attempt %s: %s %s deleted", row.attempt_id, kind, name)
+
+    async def _present(self, kind: str, namespace: str, name: str, uid: str) -> bool:
+        return not await self.api.gone(kind, namespace, name, uid)
+
+    async def _confirm(self, kind: str, name: str, present: Callable[..., Any], *args: Any) -> None:
+        """Wait until ``present(*args)`` is falsy (the object is gone); Deferred after
+        ``confirm_seconds``; KubeError passes through."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.confirm_seconds
+        while await present(*args):
+            if loop.time() >= deadline:
+                raise Deferred(DEFERRAL, f"{kind} {name} is not gone yet")
+            await asyncio.sleep(self.poll_seconds)
+
+    async def _delete_unread_intent(
+        self, row: AttemptRow, current: ObjectRow, identity: Identity, role: str
+    ) -> None:
+        """An UNREADABLE object journalled only as an intent: delete whatever carries
+        this Attempt's labels under its exact name until nothing is listed (module doc)."""
+        selector = ",".join(f"{k}={v}" for k, v in identity.labels(_stage(role)).items())
+        try:
+            await self._confirm(
+                current.kind,
+                current.name,
+                self.api.delete_labelled,
+                current.kind,
+                row.namespace,
+                current.name,
+                selector,
+            )
         except KubeError as error:
             raise uncertain(error, f"delete {current.kind}") from None
-        self.journal.deleted(row.attempt_id, role)
-        log.info("attempt %s: %s %s deleted", row.attempt_id, current.kind, current.name)
+
+
+def _stage(role: str) -> str:
+    """The stage label of a role's object (a stage Secret carries its helper's)."""
+    return role.removesuffix("-secret")

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from site_runtime.adaptors.env_settings import SettingsError, env_int
 from site_runtime.domain.kubernetes_batch import GpuClass, KubernetesSite
 
 DEFAULT_HELPER = (
@@ -41,10 +42,6 @@ DEFAULT_HELPER = (
 )
 
 
-class SettingsError(ValueError):
-    """A ``KUBERNETES_*`` setting is missing or malformed."""
-
-
 @dataclass(frozen=True)
 class KubernetesSettings:
     """Everything the executor reads from the environment."""
@@ -55,19 +52,6 @@ class KubernetesSettings:
     retention_seconds: int
     poll_seconds: float
     state_directory: Path
-
-
-def _int(env: Mapping[str, str], name: str, default: int | None, low: int = 1) -> int | None:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer") from None
-    if not low <= value <= 2_147_483_647:
-        raise SettingsError(f"{name} must be at least {low}")
-    return value
 
 
 def _json(env: Mapping[str, str], name: str, default: object) -> object:
@@ -129,9 +113,9 @@ def settings_from_env(
         namespace_template=env.get("KUBERNETES_NAMESPACE_TEMPLATE", "metallo-{project}"),
         member_groups=groups,
         gpu_classes=gpu_classes,
-        max_wall_seconds=_int(env, "KUBERNETES_MAX_WALL_SECONDS", None),
-        staging_seconds=_int(env, "KUBERNETES_STAGING_SECONDS", 600) or 600,
-        workspace_mib=_int(env, "KUBERNETES_WORKSPACE_MIB", 1024) or 1024,
+        max_wall_seconds=env_int(env, "KUBERNETES_MAX_WALL_SECONDS", None, 1),
+        staging_seconds=env_int(env, "KUBERNETES_STAGING_SECONDS", 600, 1) or 600,
+        workspace_mib=env_int(env, "KUBERNETES_WORKSPACE_MIB", 1024, 1) or 1024,
         storage_class=(env.get("KUBERNETES_STORAGE_CLASS") or "").strip() or None,
         repository_ca_file=(env.get("REPOSITORY_CA_FILE") or "").strip() or None,
     )
@@ -139,7 +123,7 @@ def settings_from_env(
         kubeconfig=Path(kubeconfig),
         context=(env.get("KUBERNETES_CONTEXT") or "").strip() or None,
         site=site,
-        retention_seconds=_int(env, "KUBERNETES_RETENTION_SECONDS", 86400, 0) or 0,
-        poll_seconds=float(_int(env, "KUBERNETES_POLL_SECONDS", 2) or 2),
+        retention_seconds=env_int(env, "KUBERNETES_RETENTION_SECONDS", 86400, 0) or 0,
+        poll_seconds=float(env_int(env, "KUBERNETES_POLL_SECONDS", 2, 1) or 2),
         state_directory=state_directory,
     )

@@ -9,6 +9,7 @@ only an object the snapshot lacks is read by name (it may be newer than the list
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from site_runtime.adaptors.kubernetes.objects import (
 )
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.ports import Deferred
-from site_runtime.application.site_access import RepositoryGrants
+from site_runtime.application.site_access import RepositoryGrants, release_stage_grant
 from site_runtime.domain.kubernetes_batch import KubernetesJob, KubernetesSite, parse_kubernetes_job
 from site_runtime.domain.kubernetes_manifests import compute_job, grant_secret, helper_pod
 from site_runtime.domain.kubernetes_names import (
@@ -41,6 +42,7 @@ from site_runtime.domain.kubernetes_status import StageState, job_facts, pod_fac
 
 log = logging.getLogger("site_runtime.kubernetes")
 HELPERS = ("stage-in", "stage-out")
+SNAPSHOT_SECONDS = 1.0  # observes and starts within this long of a list share it
 
 
 @dataclass
@@ -76,6 +78,54 @@ async def take_snapshot(api: KubeApi, site_id: str) -> Snapshot:
     """One list of Jobs and one of Pods for the whole Site (raises KubeError)."""
     selector = site_selector(site_id)
     return Snapshot.of(await api.list("Job", selector), await api.list("Pod", selector))
+
+
+class Snapshots:
+    """The Site's snapshot of each observe cycle (one list of Jobs, one of Pods).
+
+    An ended stage in a snapshot has truly ended, and one the snapshot lacks is read
+    by name, so a snapshot up to :data:`SNAPSHOT_SECONDS` old serves every observe and
+    start of its cycle: sharing only delays a create, never makes a wrong one."""
+
+    def __init__(self, api: KubeApi, site_id: str) -> None:
+        self.api = api
+        self.site_id = site_id
+        self._snapshot: Snapshot | None = None
+        self._listing: asyncio.Future[Snapshot] | None = None
+
+    def expire(self) -> None:
+        """The next :meth:`cycle` lists again (a new cycle)."""
+        self._snapshot = None
+
+    async def fresh(self) -> Snapshot | None:
+        """A new snapshot (a supervision pass); None when the API cannot list now."""
+        try:
+            self._snapshot = await take_snapshot(self.api, self.site_id)
+        except KubeError as error:
+            log.info("listing the Site's Jobs and Pods failed (%s)", error)
+            return None
+        return self._snapshot
+
+    async def shared(self) -> Snapshot | None:
+        """:meth:`cycle`, or None when the API cannot list now (stages are then read
+        by name)."""
+        try:
+            return await self.cycle()
+        except KubeError as error:
+            log.info("listing the Site's Jobs and Pods failed (%s)", error)
+            return None
+
+    async def cycle(self) -> Snapshot:
+        """The snapshot of this cycle: taken again once older than SNAPSHOT_SECONDS;
+        commands asking while a list is in flight share its answer (one list per
+        cycle, however many observes and starts arrive). Raises KubeError."""
+        snap = self._snapshot
+        if snap is not None and time.monotonic() - snap.taken_at <= SNAPSHOT_SECONDS:
+            return snap
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(take_snapshot(self.api, self.site_id))
+        self._snapshot = await asyncio.shield(self._listing)
+        return self._snapshot
 
 
 class StageDriver:
@@ -180,18 +230,7 @@ class StageDriver:
 
     async def release(self, attempt_id: str, role: str, grant_id: str) -> bool:
         """Revoke one stage grant at the edge; False (kept for later) when it cannot now."""
-        try:
-            await self.grants.release(grant_id)
-        except (EdgeUnavailable, EdgeRefused) as error:
-            log.warning(
-                "attempt %s: releasing the %s grant failed (%s); retried later",
-                attempt_id,
-                role,
-                type(error).__name__,
-            )
-            return False
-        self.journal.grant_released(attempt_id, role)
-        return True
+        return await release_stage_grant(self.grants, self.journal, attempt_id, role, grant_id, log)
 
     # ------------------------------------------------------------ reads
     async def state(
@@ -251,50 +290,52 @@ class StageDriver:
             await self.finish_helper(row, "stage-in")
 
     async def advance(self, row: AttemptRow, snapshot: Snapshot | None) -> None:
-        """Move the Attempt forward as far as its objects allow (see the module doc).
-        Raises Deferred when a create or read cannot be completed now."""
-        while row.state in ("stage-in", "compute", "stage-out"):
-            stage = row.state
-            current = await self.state(row, stage, snapshot)
-            if current is None and row.cancel_result is not None:
-                await self._on_end(row, "cancelled", "cancelled", None)  # deleted by the cancel
+        """Move the Attempt forward by at most one stage (see the module doc): record
+        the current stage's end and create the next stage's object. Raises Deferred
+        when a create or read cannot be completed now."""
+        if row.state not in ("stage-in", "compute", "stage-out"):
+            return
+        stage = row.state
+        current = await self.state(row, stage, snapshot)
+        if current is None and row.cancel_result is not None:
+            await self._on_end(row, "cancelled", "cancelled", None)  # deleted by the cancel
+            return
+        if current is None:
+            obj = self.journal.object(row.attempt_id, stage)
+            if obj is None or obj.state == "intent":  # never created: create it now
+                await self._create(row, stage)
                 return
-            if current is None:
-                obj = self.journal.object(row.attempt_id, stage)
-                if obj is None or obj.state == "intent":  # never created: create it now
-                    await self._create(row, stage)
-                    return
-                await self._fail(row, stage, None, None, "kubernetes-object-lost")
+            await self._fail(row, stage, None, None, "kubernetes-object-lost")
+            return
+        if not current.ended:
+            return
+        code = current.code
+        if stage in HELPERS and current.state == "failed":
+            code = code or helper_failure(current.exit_code) or f"{stage}-failed"
+        elif stage == "compute" and current.state == "failed":
+            code = code or "compute-failed"
+        self.journal.ended(row.attempt_id, stage, current.exit_code, current.signal, code)
+        if stage in HELPERS:
+            await self.finish_helper(row, stage)
+        if current.state == "failed":
+            await self._fail(row, stage, current.exit_code, current.signal, code)
+            return
+        if stage == "stage-out":
+            await self._on_end(row, "succeeded", None, await self.stage_out_commit(row))
+            return
+        if row.cancel_result is not None:
+            return
+        following = "compute" if stage == "stage-in" else "stage-out"
+        if following == "compute":
+            deadline = self.job(row).job.deadline
+            if deadline is not None and deadline <= datetime.now(UTC):
+                self.journal.tombstone(row.attempt_id, "compute", "Job", "-")
+                await self._on_end(row, "failed", "attempt-deadline-passed", None)
                 return
-            if not current.ended:
-                return
-            code = current.code
-            if stage in HELPERS and current.state == "failed":
-                code = code or helper_failure(current.exit_code) or f"{stage}-failed"
-            elif stage == "compute" and current.state == "failed":
-                code = code or "compute-failed"
-            self.journal.ended(row.attempt_id, stage, current.exit_code, current.signal, code)
-            if stage in HELPERS:
-                await self.finish_helper(row, stage)
-            if current.state == "failed":
-                await self._fail(row, stage, current.exit_code, current.signal, code)
-                return
-            if stage == "stage-out":
-                await self._on_end(row, "succeeded", None, await self.stage_out_commit(row))
-                return
-            if row.cancel_result is not None:
-                return
-            following = "compute" if stage == "stage-in" else "stage-out"
-            if following == "compute":
-                deadline = self.job(row).job.deadline
-                if deadline is not None and deadline <= datetime.now(UTC):
-                    self.journal.tombstone(row.attempt_id, "compute", "Job", "-")
-                    await self._on_end(row, "failed", "attempt-deadline-passed", None)
-                    return
-            self.journal.set_state(row.attempt_id, following)
-            row = self.journal.attempt(row.attempt_id) or row
-            await self._create(row, following)
-            snapshot = None  # what follows is newer than the list
+        self.journal.set_state(row.attempt_id, following)
+        row = self.journal.attempt(row.attempt_id) or row
+        # An object created just now has not ended: the next cycle reads it.
+        await self._create(row, following)
 
     async def _create(self, row: AttemptRow, stage: str) -> None:
         try:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,11 +35,21 @@ from site_runtime.adaptors.local.processes import StageProcesses
 from site_runtime.adaptors.local.settings import LocalSettings
 from site_runtime.adaptors.local.stage_wakeups import StageWakeups
 from site_runtime.adaptors.local.start_queue import StartQueue
-from site_runtime.adaptors.local.supervision import NEXT_STAGE, TERMINAL, StageSupervision
-from site_runtime.application.journaled import JournaledExecutor
+from site_runtime.adaptors.local.supervision import (
+    NEXT_STAGE,
+    TERMINAL,
+    StageSupervision,
+    create_workspace,
+)
+from site_runtime.application.journaled import (
+    MATERIAL_CHANGED,
+    JournaledExecutor,
+    handlers_of,
+    material_changed,
+)
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.native_ends import NativeEndNotices
-from site_runtime.application.ports import CommandResult, Deferred, NativeEndNotice, SiteCommand
+from site_runtime.application.ports import CommandResult, NativeEndNotice, SiteCommand
 from site_runtime.application.site_access import ExecutionAuthority, RepositoryGrants
 from site_runtime.domain.local_batch import (
     InvalidMaterial,
@@ -81,13 +90,7 @@ class LocalExecutor:
         self.permits = permits or (authority if isinstance(authority, ReadPermits) else None)
         self.commands = JournaledExecutor(
             journal,
-            {
-                "prepare": self._prepare,
-                "start": self._start,
-                "observe": self._observe,
-                "cancel": self._cancel,
-                "read-log": self._read_log,
-            },
+            handlers_of(self),
             unlocked=("observe",),  # it starts waiting Attempts, which takes their locks
         )
         self.processes = StageProcesses()
@@ -248,23 +251,12 @@ class LocalExecutor:
         except InvalidMaterial as refusal:
             return self._save(command, "refused", code=refusal.code, message=str(refusal))
         existing = self.journal.attempt(command.attempt_id)
-        if existing is not None and existing.material != command.payload:
-            return self._save(
-                command,
-                "refused",
-                code="material-changed",
-                message="the Attempt was prepared with other material",
-            )
+        if material_changed(existing.material if existing else None, command.payload):
+            return self._save(command, "refused", code="material-changed", message=MATERIAL_CHANGED)
         refused = await self.authorisation.authorise(command.run_id, command.attempt_id, job)
         if refused is not None:
             return self._save(command, "refused", code="authorisation-refused", message=refused)
-        workspace = Path(self.settings.workspace_root) / command.attempt_id
-        try:
-            for path in (workspace, workspace / "logs", workspace / "control"):
-                path.mkdir(mode=0o700, exist_ok=True)
-                os.chmod(path, 0o700)
-        except OSError:
-            raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
+        workspace = create_workspace(Path(self.settings.workspace_root), command.attempt_id)
         row = self.journal.insert_attempt(
             command.attempt_id,
             command.run_id,

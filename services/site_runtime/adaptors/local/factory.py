@@ -7,25 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from site_runtime.adaptors.edge.client import EdgeClient
+from site_runtime.adaptors.env_settings import SettingsError, env_int
 from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
 from site_runtime.adaptors.local.jobs import LocalJobsJournal
 
-
-class SettingsError(ValueError):
-    """A ``RUNTIME_LOCAL_*`` setting is malformed; the Runtime does not start."""
-
-
-def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int = 0) -> int | None:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer") from None
-    if not minimum <= value <= 2147483647:
-        raise SettingsError(f"{name} must be between {minimum} and 2147483647")
-    return value
+__all__ = ["SettingsError", "build_executor", "local_settings"]
 
 
 def local_settings(
@@ -37,11 +23,11 @@ def local_settings(
     """
     return LocalSettings(
         workspace_root=workspace_root,
-        max_wall_seconds=_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
-        grace_seconds=float(_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
-        staging_seconds=_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
-        max_active=_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing
-        release_delay_seconds=float(_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
+        max_wall_seconds=env_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
+        grace_seconds=float(env_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
+        staging_seconds=env_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
+        max_active=env_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing
+        release_delay_seconds=float(env_int(env, "RUNTIME_LOCAL_RELEASE_SECONDS", 1, 0) or 0),
         repository_ca_file=Path(env["REPOSITORY_CA_FILE"])
         if env.get("REPOSITORY_CA_FILE")
         else ca_file,

@@ -13,7 +13,8 @@ Tables:
   ticks (for re-adoption), launch count, the repository grant id and whether it was
   released, exit code, signal, code and output commit;
 - ``results``: the exact result of each command the executor answered, replayed for
-  the same command_id (prepare, start, cancel are idempotent by it).
+  the same command_id (prepare, start, cancel are idempotent by it;
+  :class:`site_runtime.adaptors.sqlite_journal.ResultJournal`).
 
 Repository tokens are never stored: only grant ids.
 """
@@ -22,11 +23,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from site_runtime.adaptors.delivery_journal import open_sqlite
+from site_runtime.adaptors.sqlite_journal import ResultJournal, now_iso
 from site_runtime.domain.local_batch import StageFacts
 
 _SCHEMA = """
@@ -61,17 +61,7 @@ CREATE TABLE IF NOT EXISTS stages (
 -- The grants still to release (a handful at most; the journal keeps every stage ever run).
 CREATE INDEX IF NOT EXISTS stages_unreleased ON stages (attempt_id)
     WHERE grant_id IS NOT NULL AND grant_released = 0;
-CREATE TABLE IF NOT EXISTS results (
-    command_id TEXT PRIMARY KEY,
-    result_json TEXT NOT NULL,
-    saved_at TEXT NOT NULL
-);
 """
-
-
-def now_iso() -> str:
-    """UTC now as ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -118,35 +108,10 @@ class StageRow:
         )
 
 
-class LocalJobsJournal:
+class LocalJobsJournal(ResultJournal):
     """``jobs.sqlite`` (see module doc). Each method is one short transaction."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._conn = open_sqlite(self.path)
-        self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        """Close the file (the journal stays valid on disk)."""
-        self._conn.close()
-
-    # ------------------------------------------------------------ results
-    def result(self, command_id: str) -> dict[str, Any] | None:
-        """The saved result of ``command_id``, or None."""
-        row = self._conn.execute(
-            "SELECT result_json FROM results WHERE command_id = ?", (command_id,)
-        ).fetchone()
-        return json.loads(row["result_json"]) if row else None
-
-    def save_result(self, command_id: str, result: dict[str, Any]) -> dict[str, Any]:
-        """Save the first result for ``command_id``; return the saved one."""
-        self._conn.execute(
-            "INSERT OR IGNORE INTO results (command_id, result_json, saved_at) VALUES (?, ?, ?)",
-            (command_id, json.dumps(result, sort_keys=True), now_iso()),
-        )
-        saved = self.result(command_id)
-        assert saved is not None
-        return saved
+    SCHEMA = _SCHEMA
 
     # ------------------------------------------------------------ attempts
     def attempt(self, attempt_id: str) -> AttemptRow | None:

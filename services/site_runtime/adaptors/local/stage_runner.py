@@ -116,28 +116,16 @@ class Runner:
         (self.control / "child").write_text(str(child.pid))
         out = b""
         while True:
-            if capture:
-                try:
+            try:
+                if capture:
                     data, _ = child.communicate(timeout=POLL_SECONDS)
                     out += data or b""
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-            else:
-                try:
+                else:
                     child.wait(timeout=POLL_SECONDS)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-            reason = (
-                "cancelled"
-                if self.cancelled
-                else (
-                    "wall-time-exceeded"
-                    if self.deadline is not None and time.monotonic() >= self.deadline
-                    else None
-                )
-            )
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            reason = self.stop_reason()
             if reason:
                 self.note(f"stopping the step: {reason}")
                 self.stop_group(child)
@@ -168,11 +156,18 @@ class Runner:
         the stage's time limit passes."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
-            if self.cancelled:
-                raise Stopped("cancelled", None)
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                raise Stopped("wall-time-exceeded", None)
+            reason = self.stop_reason()
+            if reason:
+                raise Stopped(reason, None)
             time.sleep(min(POLL_SECONDS, left))
+
+    def stop_reason(self) -> str | None:
+        """``cancelled`` or ``wall-time-exceeded`` once the stage must stop, else None."""
+        if self.cancelled:
+            return "cancelled"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "wall-time-exceeded"
+        return None
 
     def stage_in(self) -> dict[str, Any]:
         """Fetch the repository and check out the pinned commit on the Run's branch.

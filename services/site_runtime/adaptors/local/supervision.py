@@ -25,7 +25,11 @@ from site_runtime.adaptors.local.processes import StageProcesses
 from site_runtime.adaptors.local.settings import LocalSettings
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.ports import Deferred
-from site_runtime.application.site_access import RepositoryGrant, RepositoryGrants
+from site_runtime.application.site_access import (
+    RepositoryGrant,
+    RepositoryGrants,
+    release_stage_grant,
+)
 from site_runtime.domain.local_batch import LocalJob, parse_job
 
 log = logging.getLogger("site_runtime.local")
@@ -35,6 +39,20 @@ DIRECTION = {"stage-in": "stage-in", "stage-out": "stage-out"}
 TERMINAL = ("succeeded", "failed", "cancelled")
 MAX_LAUNCHES = 2
 _SERVICES_DIR = str(Path(__file__).resolve().parents[3])
+
+
+def create_workspace(root: Path, attempt_id: str) -> Path:
+    """The Attempt's private workspace ``root/<attempt id>`` with ``logs/`` and
+    ``control/``, each mode 0700 (made now, or kept). Raises Deferred
+    ``workspace-unavailable`` when it cannot be made."""
+    workspace = root / attempt_id
+    try:
+        for path in (workspace, workspace / "logs", workspace / "control"):
+            path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+    except OSError:
+        raise Deferred("workspace-unavailable", "the workspace cannot be created") from None
+    return workspace
 
 
 def control_directory(row: AttemptRow, stage: str) -> Path:
@@ -290,18 +308,10 @@ class StageSupervision:
             assert row is not None
 
     async def release(self, attempt_id: str, stage: str, grant_id: str) -> bool:
-        try:
-            await self.grants.release(grant_id)
-        except (EdgeUnavailable, EdgeRefused) as error:
-            log.warning(
-                "attempt %s: releasing the %s grant failed (%s); retried later",
-                attempt_id,
-                stage,
-                type(error).__name__,
-            )
-            return False
-        self.journal.grant_released(attempt_id, stage)
-        return True
+        """Revoke the stage's grant now (False: kept for the next pass)."""
+        return await release_stage_grant(
+            self.grants, self.journal, attempt_id, stage, grant_id, log
+        )
 
     async def release_grants(self, attempt_id: str) -> None:
         """The Attempt's ended stages' grants are recorded unreleased in the journal;
