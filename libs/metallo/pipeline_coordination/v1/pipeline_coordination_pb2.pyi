@@ -255,3 +255,11 @@ class PipelineCompleted(_message.Message):
     partial: bool
     rerun_of: str
     def __init__(self, pipeline_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., failed_step: _Optional[int] = ..., failed_action: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., counts: _Optional[_Union[StepCounts, _Mapping]] = ..., partial: _Optional[bool] = ..., rerun_of: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecords(_message.Message):
+    __slots__ = ("metadata", "filter")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    filter: _common_pb2.AuditFilter
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., filter: _Optional[_Union[_common_pb2.AuditFilter, _Mapping]] = ...) -> None: ...
