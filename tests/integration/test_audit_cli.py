@@ -17,8 +17,8 @@ from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.governance import GovernanceFile
 from metallo.messaging import OutboxRelay, Rejected, RequestClient
-from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 from metallo.persistence.engine import create_engine
+from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 from pipeline_coordination.adaptors.governance_authority import (
     GovernanceAuthority as PipelineAuthority,
 )

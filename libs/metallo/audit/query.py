@@ -16,7 +16,7 @@ import base64
 import json
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import and_, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -60,7 +60,7 @@ def parse_since(value: str) -> datetime | None:
         at = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise _invalid(f"since {value[:40]!r} is not an RFC 3339 time") from None
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def encode_cursor(recorded_at: datetime, seq: int) -> str:
@@ -82,7 +82,7 @@ def record_message(service: str, row) -> common_pb2.AuditRecord:
     """The contract's AuditRecord of an ``audit_records`` row."""
     return common_pb2.AuditRecord(
         record_id=f"{service}:{row.seq}", service=service,
-        recorded_at=row.recorded_at.astimezone(timezone.utc).isoformat(),
+        recorded_at=row.recorded_at.astimezone(UTC).isoformat(),
         actor=row.actor, principal=row.principal, project=row.project, action=row.action,
         affected={k: str(v) for k, v in row.affected.items()}, request_id=row.request_id,
         correlation_id=row.correlation_id, decision=row.decision, code=row.code,

@@ -48,7 +48,7 @@ async def attempt_project(store, grant: CommandGrant, attempt_id: str) -> str:
 
 
 async def record_read_permit(session: AsyncSession, grant: CommandGrant, request: dict[str, Any],
-                             *, project: str, request_id: str, permit: dict[str, Any] | None = None,
+                             *, project: str, permit: dict[str, Any] | None = None,
                              code: str = "") -> None:
     """Append the audit record of a read authorisation at the Site edge: the permit
     issued (``permit``) or the refusal's ``code``. The actor is the viewer; the
