@@ -161,3 +161,15 @@ async def test_audit_list_is_capability_checked_filtered_and_paged(make_stack):
             await stack.client.request(bad, timeout=15)
         assert refused.value.code == "invalid-argument"
     assert uuid.UUID(first.records[0].request_id)
+
+
+async def test_a_request_refused_at_intake_is_recorded_without_its_token(make_stack):
+    stack = await make_stack(parts=frozenset({"server", "relay"}))
+    launch = pb.LaunchRun(metadata=cmd_meta(), workload_id="w-train", revision=1)
+    with pytest.raises(Rejected) as refused:  # this Execution Core accepts no member tokens
+        await stack.client.request(launch, timeout=15, member_token=JWT)
+    assert refused.value.code == "member-token-rejected"
+    [row] = await audit_rows(stack.engine, request_id=launch.metadata.command_id)
+    assert (row["decision"], row["code"], row["actor"]) == ("refused", "member-token-rejected",
+                                                            "m-alice")
+    assert JWT not in await all_audit_text(stack.engine)

@@ -195,6 +195,7 @@ class CommandServer:
         """``handle`` counted in ``metallo_requests`` and timed (metallo.operations.metrics)."""
         async def run(envelope: Envelope, incoming) -> None:
             token, start = _DECIDED.set(None), time.perf_counter()
+            sent_by = _SENDER.set(None)
             message = full_name(envelope.message)
             try:
                 await handle(envelope, incoming)
@@ -209,6 +210,7 @@ class CommandServer:
                                outcome.rejected.code if refused else "")
             finally:
                 _DECIDED.reset(token)
+                _SENDER.reset(sent_by)
         return run
 
     async def _admitted(self, envelope: Envelope, incoming) -> bool:
