@@ -30,3 +30,22 @@ async def receipt_time(engine: AsyncEngine, command_id: str):
         return (await conn.execute(
             text("SELECT created_at FROM command_receipts WHERE command_id = :c"),
             {"c": command_id})).scalar_one()
+
+
+async def refuse_commits(engine: AsyncEngine, table: str) -> None:
+    """Make every transaction that inserts into ``table`` fail at COMMIT (a deferred
+    constraint trigger): the decision is made, its audit record appended, then all of
+    it rolls back."""
+    async with engine.begin() as conn:
+        await conn.execute(text(
+            "CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$"))
+        await conn.execute(text(
+            f"CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON {table} "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()"))
+
+
+async def allow_commits(engine: AsyncEngine, table: str) -> None:
+    """Undo :func:`refuse_commits`."""
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP TRIGGER refuse_commit ON {table}"))

@@ -15,7 +15,13 @@ from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import OutcomeUncertain, Rejected
 from metallo.operator_requests import operator_metadata
-from tests.integration.audit_support import all_audit_text, audit_rows, receipt_time
+from tests.integration.audit_support import (
+    all_audit_text,
+    allow_commits,
+    audit_rows,
+    receipt_time,
+    refuse_commits,
+)
 from tests.integration.execution_core_support import cmd_meta, query_meta, stack_factory
 
 pytestmark = pytest.mark.integration
@@ -99,22 +105,14 @@ async def test_cancel_rerun_log_read_and_drain_are_recorded_without_secrets(make
 
 async def test_a_rolled_back_decision_leaves_no_record(make_stack):
     stack = await make_stack(parts=frozenset({"server", "relay"}))
-    # A deferred check that fails at COMMIT: the launch is decided, its audit record
-    # appended, then the whole transaction rolls back.
-    async with stack.engine.begin() as conn:
-        await conn.execute(text(
-            "CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$"))
-        await conn.execute(text(
-            "CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON runs "
-            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()"))
+    await refuse_commits(stack.engine, "runs")  # the launch is decided, then rolls back
     doomed = pb.LaunchRun(metadata=cmd_meta(), workload_id="w-train", revision=1)
     with pytest.raises(OutcomeUncertain):
         await stack.client.request(doomed, timeout=3)
     assert await audit_rows(stack.engine, request_id=doomed.metadata.command_id) == []
-    async with stack.engine.begin() as conn:
+    async with stack.engine.connect() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM runs"))).scalar_one() == 0
-        await conn.execute(text("DROP TRIGGER refuse_commit ON runs"))
+    await allow_commits(stack.engine, "runs")
     # The same path without the failure records its decision.
     await stack.launch()
     assert [r["action"] for r in await audit_rows(stack.engine, decision="accepted")] == [

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from metallo.common.v1 import common_pb2
 from metallo.messaging import OutboxRelay, Rejected, RequestClient
@@ -17,7 +17,13 @@ from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 from site_coordination.adaptors.command_handlers import build_command_server
 from site_coordination.adaptors.governance_authority import GovernanceAuthority
 from site_coordination.adaptors.tables import read_permits
-from tests.integration.audit_support import all_audit_text, audit_rows, receipt_time
+from tests.integration.audit_support import (
+    all_audit_text,
+    allow_commits,
+    audit_rows,
+    receipt_time,
+    refuse_commits,
+)
 from tests.integration.site_coordination_support import prepare_payload
 
 pytestmark = pytest.mark.integration
@@ -113,13 +119,7 @@ async def test_a_permit_whose_transaction_rolls_back_leaves_no_record(edge):
     await edge.append("prepare", payload=prepare_payload())
     secret = await edge.grant()
     client = edge.client(secret)
-    async with edge.engine.begin() as conn:
-        await conn.execute(text(
-            "CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$"))
-        await conn.execute(text(
-            "CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON read_permits "
-            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()"))
+    await refuse_commits(edge.engine, "read_permits")
     try:
         failed = await client.post("/v1/authorisations/read", json=READ)
     except httpx.RemoteProtocolError:
@@ -127,9 +127,9 @@ async def test_a_permit_whose_transaction_rolls_back_leaves_no_record(edge):
     else:
         assert failed.status_code >= 500
     assert await audit_rows(edge.engine) == []
-    async with edge.engine.begin() as conn:
+    async with edge.engine.connect() as conn:
         assert (await conn.execute(select(read_permits))).all() == []
-        await conn.execute(text("DROP TRIGGER refuse_commit ON read_permits"))
+    await allow_commits(edge.engine, "read_permits")
     fresh = edge.client(secret)  # the failed request's connection was dropped
     assert (await fresh.post("/v1/authorisations/read", json=READ)).status_code == 200
     assert [r["decision"] for r in await audit_rows(edge.engine)] == ["accepted"]
