@@ -156,3 +156,20 @@ def test_a_missing_branch_points_at_the_branch_list_which_works(repository):
     assert listed.json()["default_branch"] == "main"
     table = metallo(*command.split()[1:])
     assert table.code == 0 and "main" in table.stdout and "default" in table.stdout
+
+
+def test_the_launch_and_its_cancellation_are_in_the_projects_audit(repository):
+    from datetime import UTC, datetime, timedelta
+
+    since = (datetime.now(UTC) - timedelta(seconds=30)).isoformat()
+    run_id = launch(repository, "nap")
+    cancelled = metallo("run", "cancel", run_id, "--reason", "audit e2e", "--wait",
+                        "--timeout", "240", timeout=300)
+    assert cancelled.code == 0, cancelled.stderr  # the cancellation was recorded and ended
+    listed = metallo("audit", "list", "--since", since, "--actor", "m-alice", "--limit", "200",
+                     "--output", "json")
+    assert listed.code == 0, listed.stderr
+    mine = [r for r in listed.json()["records"] if r["affected"].get("run_id") == run_id]
+    assert [(r["service"], r["action"], r["decision"]) for r in mine] == [
+        ("execution_core", "run.launch", "accepted"), ("execution_core", "run.cancel", "accepted")]
+    assert mine[1]["summary"]["reason"] == "audit e2e" and mine[0]["project"] == PROJECT

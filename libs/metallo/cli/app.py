@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from metallo.cli import actions, collection, grants, login, pipelines, repos, runs, sites
+from metallo.cli import actions, audit, collection, grants, login, pipelines, repos, runs, sites
 
 EPILOG = ("Exit codes: 0 succeeded · 1 failed or cancelled · 2 usage or validation error · "
           "3 not found · 4 outcome uncertain. Settings: --member/METALLO_MEMBER, "
@@ -26,6 +26,7 @@ app.add_typer(collection.app, name="collection")
 app.add_typer(runs.app, name="run")
 app.add_typer(repos.app, name="repo")
 app.add_typer(site, name="site")
+app.add_typer(audit.app, name="audit")
 app.command("login")(login.login)
 app.command("logout")(login.logout)
 

@@ -16,13 +16,13 @@ from typing import Literal
 Capability = Literal[
     "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
-    "workloads.prepare", "workloads.read",
+    "workloads.prepare", "workloads.read", "audit.read",
 ]
 
 CAPABILITIES: tuple[str, ...] = (
     "runs.launch", "runs.read", "runs.cancel", "runs.rerun",
     "pipelines.start", "pipelines.read", "pipelines.stop",
-    "workloads.prepare", "workloads.read",
+    "workloads.prepare", "workloads.read", "audit.read",
 )
 
 # Platform-wide operator capabilities (the governance file's ``operators`` section),

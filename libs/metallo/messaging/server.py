@@ -8,6 +8,12 @@ input it is an ``idempotency-conflict`` rejection. A handler raising
 :class:`Rejected` rolls its writes back; the rejection itself is saved and
 replied (a ``transient`` one is replied, not saved). Any other exception is retried, then dead-lettered.
 
+With an :class:`~metallo.audit.AuditTrail`, every decision of an audited command
+appends its audit record in the transaction that decides it (docs/operators.md,
+Audit): the accepted one with the handler's writes and the receipt, a saved
+rejection (and an intake refusal) with its reply. Replays and transient refusals
+decide nothing and record nothing.
+
 Queries run read-only and are replied directly (no outbox: they change nothing).
 A command's or query's ``before`` step (e.g. a git read) runs outside any transaction.
 
@@ -33,12 +39,15 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from metallo.audit.records import ACCEPTED, REFUSED
+from metallo.audit.records import append as append_audit
+from metallo.audit.trail import AuditTrail
 from metallo.common.v1 import common_pb2
 from metallo.messaging.broker import principal_of
 from metallo.messaging.consumer import QueueConsumer
 from metallo.messaging.envelope import Envelope
 from metallo.messaging.errors import PoisonMessage, Rejected
-from metallo.messaging.intake import Intake
+from metallo.messaging.intake import Caller, Intake, sender
 from metallo.messaging.outbox import Outbox
 from metallo.messaging.registry import full_name
 from metallo.messaging.schema import command_receipts
@@ -54,6 +63,8 @@ _SAVED_OUTCOME = select(command_receipts.c.fingerprint, command_receipts.c.outco
 log = logging.getLogger(__name__)
 # The Outcome decided for the delivery being handled (read by the request metrics).
 _DECIDED: ContextVar[common_pb2.Outcome | None] = ContextVar("decided", default=None)
+# Who sent the delivery being handled (its principal, for the audit record).
+_SENDER: ContextVar[str | None] = ContextVar("sender", default=None)
 
 Handler = Callable[..., Awaitable[Message]]
 Before = Callable[[Message], Awaitable[Any]]
@@ -88,9 +99,11 @@ class CommandServer:
         *,
         prefetch: int = 32,
         intake: Intake | None = None,
+        audit: AuditTrail | None = None,
     ):
         """``intake`` decides who may ask (default: :meth:`Intake.from_environment`
-        for the principal of ``amqp_url``)."""
+        for the principal of ``amqp_url``); ``audit`` names the commands whose
+        decisions are recorded in the service's ``audit_records`` (None: none)."""
         self.context = context
         self.intake = intake or Intake.from_environment(principal_of(amqp_url))
         self.engine = engine
@@ -98,6 +111,7 @@ class CommandServer:
         self.amqp_url = amqp_url
         self.topology = topology
         self.outbox = Outbox(topology)
+        self.audit = audit
         self.prefetch = prefetch
         self._commands: dict[str, Handler] = {}
         self._before: dict[str, Before] = {}
@@ -181,6 +195,7 @@ class CommandServer:
         """``handle`` counted in ``metallo_requests`` and timed (metallo.operations.metrics)."""
         async def run(envelope: Envelope, incoming) -> None:
             token, start = _DECIDED.set(None), time.perf_counter()
+            sent_by = _SENDER.set(None)
             message = full_name(envelope.message)
             try:
                 await handle(envelope, incoming)
@@ -195,12 +210,15 @@ class CommandServer:
                                outcome.rejected.code if refused else "")
             finally:
                 _DECIDED.reset(token)
+                _SENDER.reset(sent_by)
         return run
 
     async def _admitted(self, envelope: Envelope, incoming) -> bool:
         """Run the intake check; reply its refusal (unsaved) and say False when it refuses."""
+        _SENDER.set(sender(incoming, self.intake.own_principal))
         try:
-            await self.intake.admit(envelope.message, incoming)
+            caller: Caller = await self.intake.admit(envelope.message, incoming)
+            _SENDER.set(caller.principal)
         except Rejected as exc:
             log.warning("%s refused %s %s from %r: %s", self.context, full_name(envelope.message),
                         envelope.message_id, incoming.user_id, exc.code)
@@ -211,7 +229,7 @@ class CommandServer:
             if self._is_query(envelope):
                 await self._reply_query(envelope, outcome)
             else:
-                await self._save_and_reply(envelope, None, outcome)
+                await self._save_and_reply(envelope, None, outcome, audited=not exc.transient)
             return False
         return True
 
@@ -227,7 +245,8 @@ class CommandServer:
             return
         command_id = envelope.message.metadata.command_id
         if not command_id:
-            await self._save_and_reply(envelope, None, rejected("invalid-argument", "metadata.command_id is required"))
+            await self._save_and_reply(envelope, None, rejected("invalid-argument", "metadata.command_id is required"),
+                                       audited=True)
             return
         digest = fingerprint(envelope.message)
         before = self._before.get(name)
@@ -251,6 +270,7 @@ class CommandServer:
                 else:
                     reply = await handler(session, envelope.message)
                 outcome = accepted(reply)
+                await self._record(session, envelope, ACCEPTED, reply=reply)
                 await session.execute(
                     *insert_statement(
                         command_receipts,
@@ -267,7 +287,8 @@ class CommandServer:
             outcome = rejected(exc.code, exc.message, exc.details)
             if exc.transient:
                 outcome.rejected.details["transient"] = "true"
-            await self._save_and_reply(envelope, None if exc.transient else digest, outcome)
+            await self._save_and_reply(envelope, None if exc.transient else digest, outcome,
+                                       audited=not exc.transient)
         except IntegrityError as exc:
             # A concurrent delivery of the same command_id committed first: retry
             # the delivery, which then finds and replays the saved outcome.
@@ -286,14 +307,18 @@ class CommandServer:
         outcome.ParseFromString(row.outcome)
         return outcome
 
-    async def _save_and_reply(self, envelope: Envelope, digest: str | None, outcome: common_pb2.Outcome) -> None:
-        """Save a rejection for the command_id (unless ``digest`` is None) and queue its reply, in one transaction."""
+    async def _save_and_reply(self, envelope: Envelope, digest: str | None, outcome: common_pb2.Outcome,
+                              *, audited: bool = False) -> None:
+        """Save a rejection for the command_id (unless ``digest`` is None) and queue its reply, in one
+        transaction; with ``audited``, also the refusal's audit record (unless the command_id
+        was decided already: a replay decides nothing)."""
         command_id = envelope.message.metadata.command_id
         async with self.sessions() as session, session.begin():
+            decided = False
             if digest is not None:
                 saved = await self._saved_outcome(session, command_id, digest)
                 if saved is not None:
-                    outcome = saved
+                    outcome, decided = saved, True
                 else:
                     await session.execute(
                         insert(command_receipts)
@@ -305,7 +330,19 @@ class CommandServer:
                         )
                         .on_conflict_do_nothing()
                     )
+            if audited and not decided:
+                await self._record(session, envelope, REFUSED, code=outcome.rejected.code)
             await self._reply(session, envelope, outcome)
+
+    async def _record(self, session: AsyncSession, envelope: Envelope, decision: str, *,
+                      code: str = "", reply: Message | None = None) -> None:
+        """Append the audit record of ``decision`` on an audited command, in ``session``'s
+        (the deciding) transaction."""
+        if self.audit is None or not self.audit.audits(envelope.message):
+            return
+        await append_audit(session, self.audit.entry(
+            envelope.message, principal=_SENDER.get(), correlation_id=envelope.correlation_id,
+            decision=decision, code=code, reply=reply))
 
     async def _reply(self, session: AsyncSession, envelope: Envelope, outcome: common_pb2.Outcome) -> None:
         _DECIDED.set(outcome)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from execution_core.application.ports import AuthorityUnavailable
 from execution_core.domain.planning import Binding, SiteFacts
+from metallo.audit.query import audit_readable
 from metallo.governance import Governance, GovernanceError, GovernanceFile
 
 
@@ -72,3 +73,8 @@ class GovernanceAuthority:
     def site_known(self, site_id: str) -> bool:
         """Whether the current file names the Site; AuthorityUnavailable if unreadable."""
         return self._current().site(site_id) is not None
+
+    def may_read_audit(self, project: str, member: str) -> bool:
+        """``audit.read`` in the Project or operator ``platform.read`` now
+        (:func:`metallo.audit.query.audit_readable`); AuthorityUnavailable if unreadable."""
+        return audit_readable(self._current(), project, member)

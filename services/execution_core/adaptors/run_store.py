@@ -2,26 +2,20 @@
 
 Versioned writes (``version = expected``) give the optimistic checks of seed 004
 §4D; lease-held writes (:func:`metallo.persistence.leases.held`) give the
-fencing of §3D/§4E. Both are evaluated by PostgreSQL in the UPDATE itself.
-
-Phase constants reach PostgreSQL as literals, not bind parameters: asyncpg prepares
-every statement, and after a few runs PostgreSQL may plan it once for any parameter
-values — a plan that cannot use the partial index ``runs_due`` (``phase <>
-'terminal'``), so the supervisor's claim and the admission counts scanned every Run
-ever made, each pass (ADR 0011). The hot statements are built once with typed bind
-parameters and run with parameter dicts (ADR 0013): building them per call cost more
-than running them.
+fencing of §3D/§4E. Both are evaluated by PostgreSQL in the UPDATE itself. The
+statements themselves, built once (ADRs 0011, 0013), are in
+:mod:`~execution_core.adaptors.run_statements`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from functools import lru_cache
-from typing import Any
 
-from sqlalchemy import and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from execution_core.adaptors import run_statements as sql
+from execution_core.adaptors.run_statements import Row
 from execution_core.adaptors.tables import (
     attempts,
     run_decisions,
@@ -29,143 +23,13 @@ from execution_core.adaptors.tables import (
     runs,
     site_commands,
 )
-from execution_core.domain.states import ATTEMPT_TERMINAL, PHASE_ACCEPTED, PHASE_TERMINAL
-from metallo.persistence.leases import Claim, ClaimStatement, LeaseLost, held
+from execution_core.domain.states import ATTEMPT_TERMINAL
+from metallo.persistence.leases import Claim, LeaseLost, held
 from metallo.persistence.prebuilt import (
     has_expressions,
     insert_statement,
-    set_clause,
     value_params,
 )
-
-Row = dict[str, Any]
-
-# Rendered into the SQL text (they are constants, never user input): see module doc.
-_ACCEPTED = literal(PHASE_ACCEPTED, literal_execute=True)
-_TERMINAL = literal(PHASE_TERMINAL, literal_execute=True)
-
-
-def _row(r) -> Row | None:
-    return None if r is None else dict(r._mapping)
-
-
-# Hot statements, built once (ADR 0013); ``w_*`` are their condition parameters.
-_NOW = select(func.now())
-_FIND_RUN = select(runs).where(runs.c.run_id == bindparam("w_run_id"))
-_FIND_RUN_FOR_UPDATE = _FIND_RUN.with_for_update()
-_FIND_RUN_AT = select(runs, func.now().label("db_now")).where(
-    runs.c.run_id == bindparam("w_run_id")
-)
-_CURRENT_ATTEMPT = select(attempts).where(attempts.c.attempt_id == bindparam("w_attempt_id"))
-_WAKE_RUN = (
-    update(runs)
-    .where(runs.c.run_id == bindparam("w_run_id"), runs.c.phase != _TERMINAL)
-    .values(next_wake_at=func.now(), version=runs.c.version + 1, updated_at=func.now())
-)
-_NOTE_WAITING = (
-    update(runs)
-    .where(
-        runs.c.run_id == bindparam("w_run_id"),
-        runs.c.phase != _TERMINAL,
-        runs.c.current_attempt_id == bindparam("w_attempt_id"),
-    )
-    .values(
-        waiting_reason=bindparam("w_code"),
-        waiting_command_id=bindparam("w_command_id"),
-        next_wake_at=func.now(),
-        version=runs.c.version + 1,
-        updated_at=func.now(),
-    )
-)
-_CLEAR_WAITING = (
-    update(runs)
-    .where(
-        runs.c.run_id == bindparam("w_run_id"),
-        runs.c.waiting_command_id == bindparam("w_command_id"),
-    )
-    .values(waiting_reason="", waiting_command_id=None)
-)
-_ATTEMPTS_OF = (
-    select(attempts).where(attempts.c.run_id == bindparam("w_run_id")).order_by(attempts.c.number)
-)
-_COMMANDS_OF = (
-    select(site_commands)
-    .where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
-    .order_by(site_commands.c.seq)
-)
-_NOTE_NATIVE_END = (
-    update(attempts)
-    .where(
-        attempts.c.attempt_id == bindparam("w_attempt_id"),
-        attempts.c.native_end_noticed_at.is_(None),
-        attempts.c.state.not_in(sorted(ATTEMPT_TERMINAL)),
-    )
-    .values(
-        native_end_noticed_at=func.now(),
-        # Command order, not the clock, tells which observes came after (ADR 0016).
-        native_end_noticed_after_seq=(
-            select(func.coalesce(func.max(site_commands.c.seq), 0))
-            .where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
-            .scalar_subquery()
-        ),
-    )
-    .returning(attempts.c.run_id)
-)
-_FIND_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
-_FIND_COMMAND_FOR_UPDATE = _FIND_COMMAND.with_for_update()
-_PLANNING = ClaimStatement(
-    runs,
-    ready=and_(runs.c.phase == _ACCEPTED, runs.c.next_wake_at <= func.now()),
-    order_by=runs.c.next_wake_at,
-)
-_SUPERVISION = ClaimStatement(
-    runs,
-    ready=and_(
-        runs.c.phase != _ACCEPTED,
-        runs.c.phase != _TERMINAL,
-        runs.c.next_wake_at <= func.now(),
-    ),
-    order_by=runs.c.next_wake_at,
-)
-#: Columns update_run sets itself (the lease ones only when it releases).
-_RUN_BOOKKEEPING = ("version", "updated_at")
-_LEASE = ("lease_owner", "lease_token", "lease_expires_at")
-
-
-@lru_cache(maxsize=256)
-def _update_run_statement(keys: tuple[str, ...], fenced: bool, release: bool):
-    cond = and_(runs.c.run_id == bindparam("w_run_id"), runs.c.version == bindparam("w_version"))
-    if fenced:  # held(runs, claim) with the token as a parameter
-        cond = and_(
-            cond,
-            runs.c.lease_token == bindparam("w_lease_token", type_=runs.c.lease_token.type),
-            runs.c.lease_expires_at > func.now(),
-        )
-    values = {**set_clause(runs, keys), "version": runs.c.version + 1, "updated_at": func.now()}
-    if release:
-        values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
-    return update(runs).where(cond).values(**values)
-
-
-@lru_cache(maxsize=256)
-def _update_attempt_statement(keys: tuple[str, ...]):
-    return (
-        update(attempts)
-        .where(attempts.c.attempt_id == bindparam("w_attempt_id"))
-        .values(**set_clause(attempts, keys))
-    )
-
-
-@lru_cache(maxsize=64)
-def _record_result_statement(keys: tuple[str, ...]):
-    return (
-        update(site_commands)
-        .where(
-            site_commands.c.command_id == bindparam("w_command_id"),
-            site_commands.c.outcome.is_(None),
-        )
-        .values(result_at=func.now(), **set_clause(site_commands, keys))
-    )
 
 
 class SqlRunStore:
@@ -173,7 +37,7 @@ class SqlRunStore:
 
     async def now(self, session: AsyncSession) -> datetime:
         """``SELECT now()`` — the transaction's database time."""
-        return (await session.execute(_NOW)).scalar_one()
+        return (await session.execute(sql.NOW)).scalar_one()
 
     async def insert_run(self, session: AsyncSession, values: Row) -> None:
         """``INSERT INTO runs``."""
@@ -183,14 +47,14 @@ class SqlRunStore:
         self, session: AsyncSession, run_id: str, *, for_update: bool = False
     ) -> Row | None:
         """``SELECT`` the Run by id (``FOR UPDATE`` when asked); None when absent."""
-        stmt = _FIND_RUN_FOR_UPDATE if for_update else _FIND_RUN
-        return _row((await session.execute(stmt, {"w_run_id": run_id})).first())
+        stmt = sql.FIND_RUN_FOR_UPDATE if for_update else sql.FIND_RUN
+        return sql.as_row((await session.execute(stmt, {"w_run_id": run_id})).first())
 
     async def find_run_at(
         self, session: AsyncSession, run_id: str
     ) -> tuple[Row | None, datetime | None]:
         """The Run by id and the transaction's ``now()`` in one round trip; (None, None) when absent."""
-        row = _row((await session.execute(_FIND_RUN_AT, {"w_run_id": run_id})).first())
+        row = sql.as_row((await session.execute(sql.FIND_RUN_AT, {"w_run_id": run_id})).first())
         if row is None:
             return None, None
         return row, row.pop("db_now")
@@ -199,14 +63,14 @@ class SqlRunStore:
         """Make a non-terminal Run due now and bump its version, in one ``UPDATE``
         (the trigger of migration 0006 then wakes its supervisor). False when the
         Run is absent or terminal."""
-        return (await session.execute(_WAKE_RUN, {"w_run_id": run_id})).rowcount == 1
+        return (await session.execute(sql.WAKE_RUN, {"w_run_id": run_id})).rowcount == 1
 
     async def note_native_end(self, session: AsyncSession, attempt_id: str) -> str | None:
         """Set ``native_end_noticed_at`` to ``now()`` and ``native_end_noticed_after_seq``
         to the ``seq`` of the Attempt's newest command (0: none) on a not yet ended
         Attempt that has no notice (ADR 0016); return its Run id, or None when the Attempt is absent, ended or
         already noticed (one ``UPDATE … RETURNING``)."""
-        row = (await session.execute(_NOTE_NATIVE_END, {"w_attempt_id": attempt_id})).first()
+        row = (await session.execute(sql.NOTE_NATIVE_END, {"w_attempt_id": attempt_id})).first()
         return None if row is None else row.run_id
 
     async def note_waiting(
@@ -220,11 +84,11 @@ class SqlRunStore:
             "w_command_id": command_id,
             "w_code": code,
         }
-        return (await session.execute(_NOTE_WAITING, params)).rowcount == 1
+        return (await session.execute(sql.NOTE_WAITING, params)).rowcount == 1
 
     async def clear_waiting(self, session: AsyncSession, run_id: str, command_id: str) -> None:
         """See :meth:`RunStore.clear_waiting`."""
-        await session.execute(_CLEAR_WAITING, {"w_run_id": run_id, "w_command_id": command_id})
+        await session.execute(sql.CLEAR_WAITING, {"w_run_id": run_id, "w_command_id": command_id})
 
     async def mark_attempt_lost(
         self, session: AsyncSession, attempt_id: str, actor: str
@@ -259,7 +123,7 @@ class SqlRunStore:
     ) -> Row | None:
         """``SELECT`` the Run by (project, launch_key); None when absent."""
         stmt = select(runs).where(runs.c.project == project, runs.c.launch_key == launch_key)
-        return _row((await session.execute(stmt)).first())
+        return sql.as_row((await session.execute(stmt)).first())
 
     async def update_run(
         self,
@@ -285,9 +149,9 @@ class SqlRunStore:
                 values.update(lease_owner=None, lease_token=None, lease_expires_at=None)
             result = await session.execute(update(runs).where(cond).values(**values))
             return result.rowcount == 1
-        dropped = _RUN_BOOKKEEPING + (_LEASE if release else ())
+        dropped = sql.RUN_BOOKKEEPING + (sql.LEASE if release else ())
         values = {k: v for k, v in values.items() if k not in dropped}
-        stmt = _update_run_statement(tuple(sorted(values)), claim is not None, release)
+        stmt = sql.update_run_statement(tuple(sorted(values)), claim is not None, release)
         params = {**value_params(values), "w_run_id": run_id, "w_version": expected_version}
         if claim is not None:
             if claim.key != run_id:
@@ -300,13 +164,13 @@ class SqlRunStore:
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
         """Lease due ``accepted`` Runs by ``next_wake_at`` (a prebuilt :class:`ClaimStatement`)."""
-        return await _PLANNING.claim(session, owner, lease_seconds, limit)
+        return await sql.PLANNING.claim(session, owner, lease_seconds, limit)
 
     async def claim_for_supervision(
         self, session: AsyncSession, owner: str, lease_seconds: float, limit: int
     ) -> list[Claim]:
         """Lease due planned, non-terminal Runs by ``next_wake_at`` (a prebuilt claim)."""
-        return await _SUPERVISION.claim(session, owner, lease_seconds, limit)
+        return await sql.SUPERVISION.claim(session, owner, lease_seconds, limit)
 
     async def release_claim(self, session: AsyncSession, claim: Claim, values: Row) -> None:
         """Clear the lease (fenced by :func:`held`) and write ``values``.
@@ -323,7 +187,7 @@ class SqlRunStore:
 
     async def count_active(self, session: AsyncSession, project: str) -> tuple[int, dict[str, int]]:
         """Count non-accepted, non-terminal Runs: in the Project, and per Site over all Projects."""
-        active = and_(runs.c.phase != _ACCEPTED, runs.c.phase != _TERMINAL)
+        active = and_(runs.c.phase != sql.ACCEPTED, runs.c.phase != sql.TERMINAL)
         in_project = (
             await session.execute(
                 select(func.count()).select_from(runs).where(active, runs.c.project == project)
@@ -359,21 +223,21 @@ class SqlRunStore:
                 update(attempts).where(attempts.c.attempt_id == attempt_id).values(**values)
             )
             return
-        stmt = _update_attempt_statement(tuple(sorted(values)))
+        stmt = sql.update_attempt_statement(tuple(sorted(values)))
         await session.execute(stmt, {**value_params(values), "w_attempt_id": attempt_id})
 
     async def attempts_of(self, session: AsyncSession, run_id: str) -> list[Row]:
         """``SELECT`` the Run's Attempts ordered by ``number``."""
-        rows = (await session.execute(_ATTEMPTS_OF, {"w_run_id": run_id})).all()
+        rows = (await session.execute(sql.ATTEMPTS_OF, {"w_run_id": run_id})).all()
         return [dict(r._mapping) for r in rows]
 
     async def find_attempt(self, session: AsyncSession, attempt_id: str) -> Row | None:
         """``SELECT`` one Attempt by id; None when absent."""
-        return _row((await session.execute(_CURRENT_ATTEMPT, {"w_attempt_id": attempt_id})).first())
+        return sql.as_row((await session.execute(sql.CURRENT_ATTEMPT, {"w_attempt_id": attempt_id})).first())
 
     async def commands_of(self, session: AsyncSession, attempt_id: str) -> list[Row]:
         """``SELECT`` the Attempt's Site commands ordered by ``seq``."""
-        rows = (await session.execute(_COMMANDS_OF, {"w_attempt_id": attempt_id})).all()
+        rows = (await session.execute(sql.COMMANDS_OF, {"w_attempt_id": attempt_id})).all()
         return [dict(r._mapping) for r in rows]
 
     async def insert_command(self, session: AsyncSession, values: Row) -> Row:
@@ -385,8 +249,8 @@ class SqlRunStore:
         self, session: AsyncSession, command_id: str, *, for_update: bool = False
     ) -> Row | None:
         """``SELECT`` the Site command by id (``FOR UPDATE`` when asked); None when absent."""
-        stmt = _FIND_COMMAND_FOR_UPDATE if for_update else _FIND_COMMAND
-        return _row((await session.execute(stmt, {"w_command_id": command_id})).first())
+        stmt = sql.FIND_COMMAND_FOR_UPDATE if for_update else sql.FIND_COMMAND
+        return sql.as_row((await session.execute(stmt, {"w_command_id": command_id})).first())
 
     async def record_result(self, session: AsyncSession, command_id: str, values: Row) -> None:
         """``UPDATE site_commands`` (``values``, ``result_at = now()``) while no outcome."""
@@ -397,7 +261,7 @@ class SqlRunStore:
                 .values(result_at=func.now(), **values)
             )
             return
-        stmt = _record_result_statement(tuple(sorted(values)))
+        stmt = sql.record_result_statement(tuple(sorted(values)))
         await session.execute(stmt, {**value_params(values), "w_command_id": command_id})
 
     async def append_transition(self, session: AsyncSession, values: Row) -> None:
@@ -434,7 +298,7 @@ class SqlRunStore:
         if outcome:
             stmt = stmt.where(runs.c.outcome == outcome)
         if active_only:
-            stmt = stmt.where(runs.c.phase != _TERMINAL)
+            stmt = stmt.where(runs.c.phase != sql.TERMINAL)
         if after is not None:
             at, run_id = after
             stmt = stmt.where(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from execution_core.adaptors.audit import TRAIL, register_audit_query
 from execution_core.adaptors.messaging import (
     register_events,
     register_operator_requests,
@@ -69,12 +70,14 @@ class ExecutionCore:
         self.outbox = Outbox(self.topology)
         self.sessions = session_factory(self.engine)
         self.client = RequestClient(self.amqp_url, self.topology)
-        self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
+        self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology,
+                                    audit=TRAIL)
         register_requests(
             self.server, self.store, self.authority, self.outbox, settings=self.settings
         )
         self.drains = SqlSiteDrainStore()
         register_operator_requests(self.server, self.drains, self.authority)
+        register_audit_query(self.server, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(

@@ -38,6 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from metallo.audit.records import add_audit_table
 from metallo.messaging.schema import add_messaging_tables
 from metallo.persistence.leases import lease_columns
 
@@ -49,6 +50,7 @@ RUNS_DUE_CHANNEL = "execution_core_runs_due"
 RUNS_DUE_PLAN = "plan"
 RUNS_DUE_SUPERVISE = "supervise"
 add_messaging_tables(metadata)
+add_audit_table(metadata)  # append-only decisions (docs/operators.md, Audit)
 
 
 def _now_column(name: str, nullable: bool = False) -> Column:

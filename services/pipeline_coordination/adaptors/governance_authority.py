@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from metallo.audit.query import audit_readable
 from metallo.governance import GovernanceError, GovernanceFile
 from pipeline_coordination.application.ports import AuthorityUnavailable
 
@@ -22,6 +23,11 @@ class GovernanceAuthority:
     def project_exists(self, project: str) -> bool:
         """Whether the governance file names ``project``. Raises AuthorityUnavailable."""
         return self._current().project(project) is not None
+
+    def may_read_audit(self, project: str, member: str) -> bool:
+        """``audit.read`` in the Project or operator ``platform.read`` now. Raises
+        AuthorityUnavailable."""
+        return audit_readable(self._current(), project, member)
 
     def _current(self):
         try:

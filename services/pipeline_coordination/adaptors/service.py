@@ -21,6 +21,7 @@ from metallo.messaging import (
 )
 from metallo.persistence.engine import session_factory
 from metallo.repository_policy import RepositoryPolicy
+from pipeline_coordination.adaptors.audit import TRAIL, register_audit_query
 from pipeline_coordination.adaptors.execution_core import ExecutionCoreClient
 from pipeline_coordination.adaptors.messaging import (
     register_collection_requests,
@@ -58,9 +59,11 @@ class PipelineCoordination:
         self.sessions = session_factory(self.engine)
         self.outbox = Outbox(self.topology)
         self.client = RequestClient(self.amqp_url, self.topology)
-        self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology)
+        self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology,
+                                    audit=TRAIL)
         register_requests(self.server, self.store, self.authority, self.repository_policy)
         register_collection_requests(self.server, self.store, self.authority)
+        register_audit_query(self.server, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)
         self.relay = OutboxRelay(

@@ -32,11 +32,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from metallo.audit.records import add_audit_table
 from metallo.messaging.schema import add_messaging_tables
 from metallo.persistence.leases import lease_columns
 
 metadata = MetaData()
 add_messaging_tables(metadata)
+add_audit_table(metadata)  # append-only decisions (docs/operators.md, Audit)
 
 pipelines = Table(
     "pipelines",

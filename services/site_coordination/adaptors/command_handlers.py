@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from metallo.messaging import CommandServer, Rejected, Topology
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
+from site_coordination.adaptors.audit import TRAIL, register_audit_query
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.application.operators import (
     operator_create_grant,
@@ -58,9 +59,10 @@ async def _refusals():
 
 def build_command_server(engine: AsyncEngine, amqp_url: str, topology: Topology,
                          authority: OperatorAuthority | None = None) -> CommandServer:
-    """A :class:`CommandServer` for the ``site_coordination`` context with its handlers;
-    the operator ones are registered when ``authority`` is given."""
-    server = CommandServer("site_coordination", engine, amqp_url, topology)
+    """A :class:`CommandServer` for the ``site_coordination`` context with its handlers,
+    auditing the grant commands; the operator ones and ``ListAuditRecords`` are
+    registered when ``authority`` is given."""
+    server = CommandServer("site_coordination", engine, amqp_url, topology, audit=TRAIL)
 
     @server.command(sc_pb2.AppendSiteCommand)
     async def append(session: AsyncSession, command: sc_pb2.AppendSiteCommand
@@ -102,4 +104,5 @@ def build_command_server(engine: AsyncEngine, amqp_url: str, topology: Topology,
                                                 query.metadata.acting_member)
         return sc_pb2.ListCommandGrantsReply(grants=[grant_message(g) for g in grants])
 
+    register_audit_query(server, authority)
     return server

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from metallo.audit.query import audit_readable
 from metallo.governance import GovernanceError, GovernanceFile
 from site_coordination.application.ports import AuthorityUnavailable
 from site_coordination.domain.authorisation import AuthorityFacts
@@ -53,6 +54,11 @@ class GovernanceAuthority:
         """The governed Site's environment, None when the file has no such Site."""
         site = self._current().site(site_id)
         return None if site is None else site.environment
+
+    def may_read_audit(self, project: str, member: str) -> bool:
+        """``audit.read`` in the Project or operator ``platform.read`` now;
+        :class:`AuthorityUnavailable` when the file is unusable."""
+        return audit_readable(self._current(), project, member)
 
     def _current(self):
         try:

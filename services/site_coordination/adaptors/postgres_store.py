@@ -8,18 +8,16 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from metallo.persistence.prebuilt import set_clause
+from site_coordination.adaptors import site_statements as sql
+from site_coordination.adaptors.site_statements import NOTIFY_CHANNEL
 from site_coordination.adaptors.tables import (
     command_grants,
-    native_end_notices,
     progress_reports,
     read_permits,
-    repository_grants,
-    site_commands,
     site_streams,
 )
 from site_coordination.application.ports import RepositoryGrantRecord
@@ -32,179 +30,6 @@ from site_coordination.domain.streams import (
     StreamKey,
     result_ends_attempt,
 )
-
-NOTIFY_CHANNEL = "metallo_site_commands"
-
-# The edge's hot statements are plain SQL built once: a pull and a result each
-# cost a few round trips and little statement building.
-_GRANT_AND_NOW = text("""
-    SELECT now() AS now, g.grant_id, g.site_id, g.environment, g.label, g.created_at,
-           g.expires_at, g.revoked_at
-    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = :hash
-""")
-_DELIVER_NEXT = text("""
-    UPDATE site_commands c
-    SET first_delivered_at = coalesce(c.first_delivered_at, now()),
-        delivery_count = c.delivery_count + 1
-    FROM site_streams s
-    WHERE s.site_id = :site_id AND s.environment = :environment
-      AND c.site_id = s.site_id AND c.environment = s.environment
-      AND c.sequence = s.acknowledged_sequence + 1
-    RETURNING c.*
-""")
-_COMMAND_FOR_RESULT = text("""
-    SELECT c.*, s.acknowledged_sequence
-    FROM site_commands c
-    JOIN site_streams s ON s.site_id = c.site_id AND s.environment = c.environment
-    WHERE c.command_id = :command_id
-    FOR UPDATE OF s
-""")
-
-# The grant's columns under ``g_`` names so they sit beside a command's in one row.
-_GRANT_COLUMNS = """
-    SELECT now() AS g_now, g.grant_id AS g_grant_id, g.site_id AS g_site_id,
-           g.environment AS g_environment, g.label AS g_label, g.created_at AS g_created_at,
-           g.expires_at AS g_expires_at, g.revoked_at AS g_revoked_at
-    FROM (SELECT 1) AS one LEFT JOIN command_grants g ON g.secret_sha256 = :hash
-"""
-# A pull in one statement: the grant read afresh and, only when it is usable now
-# (the same rule as ``domain.grants.check_grant``), the delivery of the next command
-# of its stream. An unusable grant delivers nothing; the caller then refuses.
-_GRANT_AND_DELIVER_NEXT = text(f"""
-    WITH g AS ({_GRANT_COLUMNS}), d AS (
-        UPDATE site_commands c
-        SET first_delivered_at = coalesce(c.first_delivered_at, now()),
-            delivery_count = c.delivery_count + 1
-        FROM site_streams s, g
-        WHERE g.g_grant_id IS NOT NULL AND g.g_revoked_at IS NULL AND g.g_expires_at > g.g_now
-          AND s.site_id = g.g_site_id AND s.environment = g.g_environment
-          AND c.site_id = s.site_id AND c.environment = s.environment
-          AND c.sequence = s.acknowledged_sequence + 1
-        RETURNING c.*
-    )
-    SELECT g.*, d.* FROM g LEFT JOIN d ON true
-""")
-# A result's first read in one statement: the grant afresh, and the command with its
-# stream's acknowledgement, the stream row locked for the transaction (as
-# ``_COMMAND_FOR_RESULT``). MATERIALIZED keeps the locking read a statement of its own.
-_GRANT_AND_COMMAND_FOR_RESULT = text(f"""
-    WITH g AS ({_GRANT_COLUMNS}), c AS MATERIALIZED (
-        SELECT c.*, s.acknowledged_sequence
-        FROM site_commands c
-        JOIN site_streams s ON s.site_id = c.site_id AND s.environment = c.environment
-        WHERE c.command_id = :command_id
-        FOR UPDATE OF s
-    )
-    SELECT g.*, c.* FROM g LEFT JOIN c ON true
-""")
-
-_SAVE_RESULT = text("""
-    WITH saved AS (
-        UPDATE site_commands SET result_json = :result, result_recorded_at = now()
-        WHERE command_id = :command_id AND result_json IS NULL
-        RETURNING site_id, environment, sequence
-    ), acked AS (
-        UPDATE site_streams s SET acknowledged_sequence = saved.sequence
-        FROM saved
-        WHERE s.site_id = saved.site_id AND s.environment = saved.environment
-          AND s.acknowledged_sequence = saved.sequence - 1
-        RETURNING s.site_id, s.environment, s.acknowledged_sequence
-    ), handed AS (
-        UPDATE site_commands c
-        SET first_delivered_at = coalesce(c.first_delivered_at, now()),
-            delivery_count = c.delivery_count + 1
-        FROM acked a
-        WHERE CAST(:deliver AS boolean)
-          AND c.site_id = a.site_id AND c.environment = a.environment
-          AND c.sequence = a.acknowledged_sequence + 1
-        RETURNING c.*
-    )
-    SELECT (SELECT count(*) FROM acked) AS n, pg_notify(:channel, :payload) AS notified, handed.*
-    FROM (SELECT 1) AS one LEFT JOIN handed ON true
-""")
-
-
-def _prefixed_grant(row: Any) -> CommandGrant | None:
-    if row.g_grant_id is None:
-        return None
-    return CommandGrant(
-        grant_id=row.g_grant_id, stream=StreamKey(row.g_site_id, row.g_environment),
-        label=row.g_label, created_at=row.g_created_at, expires_at=row.g_expires_at,
-        revoked_at=row.g_revoked_at,
-    )
-
-
-def _command(row: Any) -> StoredCommand:
-    return StoredCommand(
-        command_id=row.command_id,
-        stream=StreamKey(row.site_id, row.environment),
-        sequence=row.sequence,
-        kind=row.kind,
-        run_id=row.run_id,
-        attempt_id=row.attempt_id,
-        attempt_number=row.attempt_number,
-        payload=json.loads(row.payload_json),
-        request_hash=row.request_hash,
-        delivered=row.first_delivered_at is not None,
-        result_json=row.result_json,
-    )
-
-
-# Built once (ADR 0013); ``w_*``/``v_*`` are their parameters.
-_NOW = select(func.now())
-_GET_COMMAND = select(site_commands).where(site_commands.c.command_id == bindparam("w_command_id"))
-_NEXT_SEQUENCE = (
-    insert(site_streams)
-    .values(
-        site_id=bindparam("v_site_id"), environment=bindparam("v_environment"),
-        last_sequence=1, acknowledged_sequence=0,
-    )
-    .on_conflict_do_update(
-        index_elements=["site_id", "environment"],
-        set_={"last_sequence": site_streams.c.last_sequence + 1},
-    )
-    .returning(site_streams.c.last_sequence)
-)
-_INSERT_COMMAND = (
-    site_commands.insert()
-    .values(**set_clause(site_commands, (
-        "command_id", "site_id", "environment", "sequence", "kind", "run_id",
-        "attempt_id", "attempt_number", "payload_json", "request_hash")))
-    .returning(site_commands)
-)
-_ATTEMPT_COMMANDS = (
-    select(site_commands).where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
-    .order_by(site_commands.c.sequence)
-)
-_ATTEMPT_RUN_IN_STREAM = (
-    select(site_commands.c.run_id).where(
-        (site_commands.c.attempt_id == bindparam("w_attempt_id"))
-        & (site_commands.c.site_id == bindparam("w_site_id"))
-        & (site_commands.c.environment == bindparam("w_environment")))
-    .order_by(site_commands.c.sequence).limit(1)
-)
-_ADD_NATIVE_END_NOTICE = (
-    insert(native_end_notices)
-    .values(**set_clause(native_end_notices, ("attempt_id", "site_id", "environment", "run_id")))
-    .on_conflict_do_nothing(index_elements=["attempt_id"])
-    .returning(native_end_notices.c.attempt_id)
-)
-_REPOSITORY_GRANT = select(repository_grants).where(
-    repository_grants.c.grant_id == bindparam("w_grant_id"))
-_REVOKE_REPOSITORY_GRANT = update(repository_grants).where(
-    (repository_grants.c.grant_id == bindparam("w_grant_id"))
-    & repository_grants.c.revoked_at.is_(None)
-).values(revoked_at=func.now())
-_INSERT_REPOSITORY_GRANT = repository_grants.insert().values(**set_clause(repository_grants, (
-    "grant_id", "site_id", "environment", "run_id", "attempt_id", "direction",
-    "repository_url", "username", "provider_ref", "issued_by", "expires_at")))
-
-
-def _grant(row: Any) -> CommandGrant:
-    return CommandGrant(
-        grant_id=row.grant_id, stream=StreamKey(row.site_id, row.environment), label=row.label,
-        created_at=row.created_at, expires_at=row.expires_at, revoked_at=row.revoked_at,
-    )
 
 
 class PostgresSiteStore:
@@ -224,12 +49,12 @@ class PostgresSiteStore:
 
     async def now(self) -> datetime:
         """``SELECT now()``."""
-        return (await (await self._core()).execute(_NOW)).scalar_one()
+        return (await (await self._core()).execute(sql.NOW)).scalar_one()
 
     async def get_command(self, command_id: str) -> StoredCommand | None:
         """``SELECT`` the command by ``command_id``; None when absent."""
-        row = (await (await self._core()).execute(_GET_COMMAND, {"w_command_id": command_id})).first()
-        return _command(row) if row else None
+        row = (await (await self._core()).execute(sql.GET_COMMAND, {"w_command_id": command_id})).first()
+        return sql.command_of(row) if row else None
 
     async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
         # The upsert takes the stream row's lock until commit, so concurrent appends
@@ -240,14 +65,14 @@ class PostgresSiteStore:
         """
         connection = await self._core()
         stream = {"v_site_id": command.stream.site_id, "v_environment": command.stream.environment}
-        sequence = (await connection.execute(_NEXT_SEQUENCE, stream)).scalar_one()
-        row = (await connection.execute(_INSERT_COMMAND, {
+        sequence = (await connection.execute(sql.NEXT_SEQUENCE, stream)).scalar_one()
+        row = (await connection.execute(sql.INSERT_COMMAND, {
             **stream, "v_command_id": command.command_id, "v_sequence": sequence,
             "v_kind": command.kind, "v_run_id": command.run_id,
             "v_attempt_id": command.attempt_id, "v_attempt_number": command.attempt_number,
             "v_payload_json": command.payload_json, "v_request_hash": request_hash,
         })).one()
-        return _command(row)
+        return sql.command_of(row)
 
     def _stream_where(self, stream: StreamKey):
         return (site_streams.c.site_id == stream.site_id) & (
@@ -260,17 +85,17 @@ class PostgresSiteStore:
         the stream row ``FOR UPDATE``; None when the command is unknown.
         """
         row = (await (await self._core()).execute(
-            _COMMAND_FOR_RESULT, {"command_id": command_id})).first()
+            sql.COMMAND_FOR_RESULT, {"command_id": command_id})).first()
         if row is None:
             return None
-        return _command(row), int(row.acknowledged_sequence)
+        return sql.command_of(row), int(row.acknowledged_sequence)
 
     async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
         """One statement: mark the command after the acknowledged one delivered; return it."""
         row = (await (await self._core()).execute(
-            _DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
+            sql.DELIVER_NEXT, {"site_id": stream.site_id, "environment": stream.environment}
         )).first()
-        return _command(row) if row else None
+        return sql.command_of(row) if row else None
 
     async def grant_and_deliver_next(
         self, secret_sha256: str,
@@ -279,19 +104,19 @@ class PostgresSiteStore:
         usable then, its stream's next command marked delivered.
         """
         row = (await (await self._core()).execute(
-            _GRANT_AND_DELIVER_NEXT, {"hash": secret_sha256})).first()
-        command = _command(row) if row.command_id is not None else None
-        return _prefixed_grant(row), row.g_now, command
+            sql.GRANT_AND_DELIVER_NEXT, {"hash": secret_sha256})).first()
+        command = sql.command_of(row) if row.command_id is not None else None
+        return sql.prefixed_grant_of(row), row.g_now, command
 
     async def grant_and_command_for_result(
         self, secret_sha256: str, command_id: str,
     ) -> tuple[CommandGrant | None, datetime, tuple[StoredCommand, int] | None]:
         """One statement: the grant by secret hash, ``now()`` and :meth:`command_for_result`."""
         row = (await (await self._core()).execute(
-            _GRANT_AND_COMMAND_FOR_RESULT, {"hash": secret_sha256, "command_id": command_id},
+            sql.GRANT_AND_COMMAND_FOR_RESULT, {"hash": secret_sha256, "command_id": command_id},
         )).first()
-        found = (_command(row), int(row.acknowledged_sequence)) if row.command_id else None
-        return _prefixed_grant(row), row.g_now, found
+        found = (sql.command_of(row), int(row.acknowledged_sequence)) if row.command_id else None
+        return sql.prefixed_grant_of(row), row.g_now, found
 
     async def save_result(self, command: StoredCommand, result_json: str, *,
                           deliver_next: bool = False) -> StoredCommand | None:
@@ -303,14 +128,14 @@ class PostgresSiteStore:
         With ``deliver_next`` also hands out the following command. Raises
         ``RuntimeError`` when the acknowledgement did not advance by exactly one row.
         """
-        row = (await (await self._core()).execute(_SAVE_RESULT, {
+        row = (await (await self._core()).execute(sql.SAVE_RESULT, {
             "result": result_json, "command_id": command.command_id, "deliver": deliver_next,
             "channel": NOTIFY_CHANNEL,
             "payload": f"{command.stream.site_id}\x1f{command.stream.environment}",
         })).first()
         if row is None or row.n != 1:
             raise RuntimeError("stream acknowledgement moved under a held lock")
-        return _command(row) if row.command_id is not None else None
+        return sql.command_of(row) if row.command_id is not None else None
 
     async def add_progress(self, command_id: str, code: str) -> bool:
         """``INSERT INTO progress_reports ... ON CONFLICT DO NOTHING``; True when inserted."""
@@ -323,7 +148,7 @@ class PostgresSiteStore:
     async def attempt_run_in_stream(self, stream: StreamKey, attempt_id: str) -> str | None:
         """``SELECT run_id`` of the stream's first command (by sequence) of ``attempt_id``;
         None when no command of ``stream`` names the Attempt."""
-        return (await (await self._core()).execute(_ATTEMPT_RUN_IN_STREAM, {
+        return (await (await self._core()).execute(sql.ATTEMPT_RUN_IN_STREAM, {
             "w_attempt_id": attempt_id, "w_site_id": stream.site_id,
             "w_environment": stream.environment,
         })).scalar_one_or_none()
@@ -332,7 +157,7 @@ class PostgresSiteStore:
                                     attempt_id: str) -> bool:
         """``INSERT INTO native_end_notices ... ON CONFLICT (attempt_id) DO NOTHING``;
         True when inserted (a concurrent first notice waits for the other's commit)."""
-        row = (await (await self._core()).execute(_ADD_NATIVE_END_NOTICE, {
+        row = (await (await self._core()).execute(sql.ADD_NATIVE_END_NOTICE, {
             "v_attempt_id": attempt_id, "v_site_id": stream.site_id,
             "v_environment": stream.environment, "v_run_id": run_id,
         })).first()
@@ -352,7 +177,7 @@ class PostgresSiteStore:
         ``start`` was delivered. None without a material command.
         """
         rows = (await (await self._core()).execute(
-            _ATTEMPT_COMMANDS, {"w_attempt_id": attempt_id})).all()
+            sql.ATTEMPT_COMMANDS, {"w_attempt_id": attempt_id})).all()
         material_row = None
         completed = False
         start_delivered = False
@@ -384,8 +209,8 @@ class PostgresSiteStore:
 
     async def grant_by_hash(self, secret_sha256: str) -> tuple[CommandGrant | None, datetime]:
         """One statement: the grant by ``secret_sha256`` (or None) and ``now()``."""
-        row = (await (await self._core()).execute(_GRANT_AND_NOW, {"hash": secret_sha256})).first()
-        return (_grant(row) if row.grant_id is not None else None), row.now
+        row = (await (await self._core()).execute(sql.GRANT_AND_NOW, {"hash": secret_sha256})).first()
+        return (sql.grant_of(row) if row.grant_id is not None else None), row.now
 
     async def revoke_grant(self, grant_id: str) -> bool:
         """``UPDATE command_grants SET revoked_at = now()`` while unrevoked; True when changed."""
@@ -401,11 +226,11 @@ class PostgresSiteStore:
         rows = (await self.session.execute(
             select(command_grants).order_by(command_grants.c.created_at.desc())
         )).all()
-        return [_grant(r) for r in rows]
+        return [sql.grant_of(r) for r in rows]
 
     async def insert_repository_grant(self, record: RepositoryGrantRecord, issued_by: str) -> None:
         """``INSERT INTO repository_grants``."""
-        await (await self._core()).execute(_INSERT_REPOSITORY_GRANT, {
+        await (await self._core()).execute(sql.INSERT_REPOSITORY_GRANT, {
             "v_grant_id": record.grant_id, "v_site_id": record.stream.site_id,
             "v_environment": record.stream.environment, "v_run_id": record.run_id,
             "v_attempt_id": record.attempt_id, "v_direction": record.direction,
@@ -417,7 +242,7 @@ class PostgresSiteStore:
     async def repository_grant(self, grant_id: str) -> RepositoryGrantRecord | None:
         """``SELECT`` the repository grant by id; None when absent."""
         row = (await (await self._core()).execute(
-            _REPOSITORY_GRANT, {"w_grant_id": grant_id})).first()
+            sql.REPOSITORY_GRANT, {"w_grant_id": grant_id})).first()
         if row is None:
             return None
         return RepositoryGrantRecord(
@@ -429,7 +254,7 @@ class PostgresSiteStore:
 
     async def revoke_repository_grant(self, grant_id: str) -> None:
         """``UPDATE repository_grants SET revoked_at = now()`` while unrevoked."""
-        await (await self._core()).execute(_REVOKE_REPOSITORY_GRANT, {"w_grant_id": grant_id})
+        await (await self._core()).execute(sql.REVOKE_REPOSITORY_GRANT, {"w_grant_id": grant_id})
 
     async def insert_read_permit(self, permit: dict[str, Any]) -> None:
         """``INSERT INTO read_permits``."""

@@ -22,10 +22,12 @@ from sqlalchemy import (
     func,
 )
 
+from metallo.audit.records import add_audit_table
 from metallo.messaging.schema import add_messaging_tables
 
 metadata = MetaData()
 add_messaging_tables(metadata)
+add_audit_table(metadata)  # append-only decisions (docs/operators.md, Audit)
 
 _now = func.now()
 

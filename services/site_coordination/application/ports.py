@@ -184,6 +184,11 @@ class OperatorAuthority(Protocol):
         raise :class:`AuthorityUnavailable` when the authority cannot answer."""
         ...
 
+    def may_read_audit(self, project: str, member_id: str) -> bool:
+        """Whether the member may read the Project's audit ("" = platform-wide) now;
+        raise :class:`AuthorityUnavailable` when the authority cannot answer."""
+        ...
+
 
 class SourceControl(Protocol):
     """Repository credentials (GitLab port); bound to the current transaction."""

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emetallo/common/v1/common.proto\x12\x11metallo.common.v1\x1a\x19google/protobuf/any.proto\"\x81\x01\n\x0f\x43ommandMetadata\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x15\n\racting_member\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"7\n\rQueryMetadata\x12\x15\n\racting_member\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\x96\x01\n\tRejection\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12:\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32).metallo.common.v1.Rejection.DetailsEntry\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"o\n\x07Outcome\x12(\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x12\x30\n\x08rejected\x18\x02 \x01(\x0b\x32\x1c.metallo.common.v1.RejectionH\x00\x42\x08\n\x06result\"4\n\x0bPageRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"#\n\x08PageInfo\x12\x17\n\x0fnext_page_token\x18\x01 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emetallo/common/v1/common.proto\x12\x11metallo.common.v1\x1a\x19google/protobuf/any.proto\"\x81\x01\n\x0f\x43ommandMetadata\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x15\n\racting_member\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"7\n\rQueryMetadata\x12\x15\n\racting_member\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\x96\x01\n\tRejection\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12:\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32).metallo.common.v1.Rejection.DetailsEntry\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"o\n\x07Outcome\x12(\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x12\x30\n\x08rejected\x18\x02 \x01(\x0b\x32\x1c.metallo.common.v1.RejectionH\x00\x42\x08\n\x06result\"4\n\x0bPageRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"#\n\x08PageInfo\x12\x17\n\x0fnext_page_token\x18\x01 \x01(\t\"Y\n\x0b\x41uditFilter\x12\r\n\x05since\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12,\n\x04page\x18\x03 \x01(\x0b\x32\x1e.metallo.common.v1.PageRequest\"\xec\x02\n\x0b\x41uditRecord\x12\x11\n\trecord_id\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x13\n\x0brecorded_at\x18\x03 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x04 \x01(\t\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0f\n\x07project\x18\x06 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x07 \x01(\t\x12>\n\x08\x61\x66\x66\x65\x63ted\x18\x08 \x03(\x0b\x32,.metallo.common.v1.AuditRecord.AffectedEntry\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\n \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x0b \x01(\t\x12\x0c\n\x04\x63ode\x18\x0c \x01(\t\x12\x14\n\x0csummary_json\x18\r \x01(\t\x12\x0e\n\x06\x63ursor\x18\x0e \x01(\t\x1a/\n\rAffectedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"j\n\x0c\x41uditRecords\x12/\n\x07records\x18\x01 \x03(\x0b\x32\x1e.metallo.common.v1.AuditRecord\x12)\n\x04page\x18\x02 \x01(\x0b\x32\x1b.metallo.common.v1.PageInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,6 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REJECTION_DETAILSENTRY']._loaded_options = None
   _globals['_REJECTION_DETAILSENTRY']._serialized_options = b'8\001'
+  _globals['_AUDITRECORD_AFFECTEDENTRY']._loaded_options = None
+  _globals['_AUDITRECORD_AFFECTEDENTRY']._serialized_options = b'8\001'
   _globals['_COMMANDMETADATA']._serialized_start=81
   _globals['_COMMANDMETADATA']._serialized_end=210
   _globals['_QUERYMETADATA']._serialized_start=212
@@ -48,4 +50,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PAGEREQUEST']._serialized_end=587
   _globals['_PAGEINFO']._serialized_start=589
   _globals['_PAGEINFO']._serialized_end=624
+  _globals['_AUDITFILTER']._serialized_start=626
+  _globals['_AUDITFILTER']._serialized_end=715
+  _globals['_AUDITRECORD']._serialized_start=718
+  _globals['_AUDITRECORD']._serialized_end=1082
+  _globals['_AUDITRECORD_AFFECTEDENTRY']._serialized_start=1035
+  _globals['_AUDITRECORD_AFFECTEDENTRY']._serialized_end=1082
+  _globals['_AUDITRECORDS']._serialized_start=1084
+  _globals['_AUDITRECORDS']._serialized_end=1190
 # @@protoc_insertion_point(module_scope)

@@ -582,3 +582,11 @@ class ListSiteDrainsReply(_message.Message):
     DRAINS_FIELD_NUMBER: _ClassVar[int]
     drains: _containers.RepeatedCompositeFieldContainer[SiteDrain]
     def __init__(self, drains: _Optional[_Iterable[_Union[SiteDrain, _Mapping]]] = ...) -> None: ...
+
+class ListAuditRecords(_message.Message):
+    __slots__ = ("metadata", "filter")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    filter: _common_pb2.AuditFilter
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., filter: _Optional[_Union[_common_pb2.AuditFilter, _Mapping]] = ...) -> None: ...

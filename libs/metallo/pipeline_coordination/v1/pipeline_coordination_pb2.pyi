@@ -416,3 +416,11 @@ class CollectionCompleted(_message.Message):
     outcome: str
     counts: CollectionCounts
     def __init__(self, collection_id: _Optional[str] = ..., project: _Optional[str] = ..., pipeline_id: _Optional[str] = ..., step_index: _Optional[int] = ..., action: _Optional[str] = ..., outcome: _Optional[str] = ..., counts: _Optional[_Union[CollectionCounts, _Mapping]] = ...) -> None: ...
+
+class ListAuditRecords(_message.Message):
+    __slots__ = ("metadata", "filter")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    filter: _common_pb2.AuditFilter
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., filter: _Optional[_Union[_common_pb2.AuditFilter, _Mapping]] = ...) -> None: ...

@@ -172,3 +172,11 @@ class ListCommandGrantsReply(_message.Message):
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     grants: _containers.RepeatedCompositeFieldContainer[CommandGrant]
     def __init__(self, grants: _Optional[_Iterable[_Union[CommandGrant, _Mapping]]] = ...) -> None: ...
+
+class ListAuditRecords(_message.Message):
+    __slots__ = ("metadata", "filter")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.QueryMetadata
+    filter: _common_pb2.AuditFilter
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., filter: _Optional[_Union[_common_pb2.AuditFilter, _Mapping]] = ...) -> None: ...

@@ -23,6 +23,7 @@ from fastapi.security import HTTPBearer
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from site_coordination.adaptors import audit
 from site_coordination.adaptors.edge import schemas as s
 from site_coordination.adaptors.edge.caller import caller_check
 from site_coordination.adaptors.edge.errors import install_error_handlers
@@ -287,12 +288,26 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
     async def authorise_read(request: Request, body: s.ReadAuthorisationRequest):
         """Issue a read permit for the exact Run, Attempt, viewer, read kind, path and byte limit."""
         svc = _svc(request)
-        async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            permit = await site_requests.authorise_read(store, svc.authority, grant,
-                                                        body.model_dump(),
-                                                        svc.settings.read_permit_seconds)
+        grant: CommandGrant | None = None
+        try:
+            async with svc.sessions.begin() as session:
+                store = PostgresSiteStore(session)
+                grant = await _grant(store, request)
+                permit = await site_requests.authorise_read(store, svc.authority, grant,
+                                                            body.model_dump(),
+                                                            svc.settings.read_permit_seconds)
+                # The issued permit's audit record commits with the permit.
+                await audit.record_read_permit(
+                    session, grant, body.model_dump(), permit=permit,
+                    project=await audit.attempt_project(store, grant, body.attempt_id))
+        except Refusal as refusal:
+            if grant is not None:  # an authenticated caller's refusal is a decision
+                async with svc.sessions.begin() as session:
+                    await audit.record_read_permit(
+                        session, grant, body.model_dump(), code=refusal.code,
+                        project=await audit.attempt_project(PostgresSiteStore(session), grant,
+                                                            body.attempt_id))
+            raise
         return s.ReadPermit(**permit)
 
     @router.post("/read-permits/{permit_id}/check", response_model=s.ReadPermit,
