@@ -77,3 +77,10 @@ def test_the_trigger_refuses_update_delete_and_truncate():
     ddl = " ".join(append_only_ddl())
     assert "BEFORE UPDATE OR DELETE ON audit_records" in ddl
     assert "BEFORE TRUNCATE ON audit_records" in ddl and "ERRCODE = '42501'" in ddl
+
+
+def test_control_characters_are_kept_escaped_since_postgres_stores_no_nul():
+    from metallo.audit.redaction import redact
+
+    assert redact({"x": "a\x00b", "k\x01": "tab\there"}) == {
+        "x": "a\\x00b", "k\\x01": "tab\\x09here"}

@@ -4,7 +4,8 @@ An audit summary is the request's own fields, never its secrets: a field whose
 name says it holds a secret or log text (:data:`SECRET_WORDS`) is replaced by
 :data:`REDACTED`, and any value that looks like a credential — a ``psb_`` grant,
 a JWT, a ``Bearer`` header, a GitLab token, a password in a URL — is replaced
-inside the text it appears in. Strings are cut to :data:`MAX_STRING` characters,
+inside the text it appears in. Control characters are kept escaped (``\\x00``),
+since PostgreSQL stores no NUL in text or jsonb. Strings are cut to :data:`MAX_STRING` characters,
 collections to :data:`MAX_ITEMS` entries, and the whole summary to
 :data:`MAX_SUMMARY` characters of JSON.
 """
@@ -41,9 +42,17 @@ _SECRETS = (
 )
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape_controls(value: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
 def redact_text(value: str) -> str:
-    """``value`` with every credential-shaped part replaced by :data:`REDACTED`, cut to
-    :data:`MAX_STRING` characters."""
+    """``value`` with every credential-shaped part replaced by :data:`REDACTED` and
+    control characters escaped, cut to :data:`MAX_STRING` characters."""
+    value = _escape_controls(value)
     for pattern in _SECRETS:
         value = pattern.sub(REDACTED, value)
     return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…"
@@ -60,7 +69,7 @@ def redact(value: Any, key: str = "") -> Any:
         return REDACTED
     if isinstance(value, Mapping):
         items = list(value.items())[:MAX_ITEMS]
-        return {str(k)[:64]: redact(v, str(k)) for k, v in items}
+        return {_escape_controls(str(k))[:64]: redact(v, str(k)) for k, v in items}
     if isinstance(value, (list, tuple)):
         return [redact(v, key) for v in list(value)[:MAX_ITEMS]]
     if isinstance(value, str):
