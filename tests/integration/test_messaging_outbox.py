@@ -181,7 +181,8 @@ async def test_broker_outage_messages_wait_then_all_go_out(ledger_engine, amqp_u
     proxy = TcpProxy("127.0.0.1", 5672)
     await proxy.start()
     relay = OutboxRelay(
-        ledger_engine, f"amqp://guest:guest@127.0.0.1:{proxy.port}/", topology, owner="t",
+        ledger_engine, amqp_url.replace("@127.0.0.1:5672/", f"@127.0.0.1:{proxy.port}/"),
+        topology, owner="t",
         poll_seconds=0.1, publish_timeout=2.0,
     )
     await relay.start()
