@@ -356,7 +356,7 @@ INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id F
 
 async def _claim_buffer_hits(conn) -> int:
     """Shared buffers the relay's claim touches, by EXPLAIN (ANALYZE, BUFFERS); rolled back."""
-    from metallo.messaging.relay import _CHAIN, _CLAIM
+    from metallo.messaging.dispatch_rows import _CHAIN, _CLAIM
 
     params = {"batch": 500, "chain": _CHAIN, "owner": "t", "token": uuid.uuid4(), "lease_seconds": 30}
     async with conn.begin_nested() as savepoint:
