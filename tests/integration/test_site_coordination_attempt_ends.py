@@ -70,19 +70,23 @@ async def _fetch(git: Git, work, grant: dict) -> tuple[int, str]:
                          password=grant["password"])
 
 
+async def _pull_and_clone(runtime, git: Git, attempt_id: str, work) -> tuple[dict, dict, object]:
+    """The Runtime pulls the Attempt's ``prepare``, takes a stage-out grant, clones."""
+    command = (await runtime.get("/v1/commands/next")).json()
+    assert command["attempt_id"] == attempt_id
+    grant = await _stage_out(runtime, attempt_id)
+    code, out = await git.run("clone", "-q", git.url("demo.git"), str(work), **creds(grant))
+    assert code == 0, out
+    return command, grant, work
+
+
 @pytest.mark.parametrize("first_ends_by", ["its-failed-result", "the-retry-alone"])
 async def test_a_retried_runs_first_attempt_grants_are_refused_the_seconds_work(
         site, tmp_path, first_ends_by):
     edge, git, append = site
     runtime = edge.client(await edge.grant())
     await append("att-1", 1)
-    first = (await runtime.get("/v1/commands/next")).json()
-    assert first["attempt_id"] == "att-1"
-    g1 = await _stage_out(runtime, "att-1")
-    work1 = tmp_path / "work-1"
-    code, out = await git.run("clone", "-q", git.url("demo.git"), str(work1),
-                              user=g1["user"], password=g1["password"])
-    assert code == 0, out
+    first, g1, work1 = await _pull_and_clone(runtime, git, "att-1", tmp_path / "work-1")
     # att-1 fails (a terminal result) or is only prepared and later given up (lost).
     phase = "failed" if first_ends_by == "its-failed-result" else "prepared"
     r = await runtime.post(f"/v1/commands/{first['sequence']}/result",
@@ -103,13 +107,7 @@ async def test_a_retried_runs_first_attempt_grants_are_refused_the_seconds_work(
     r = await runtime.post("/v1/attempts/att-1/repository-grants", json={"direction": "stage-out"})
     assert (r.status_code, r.json()["error"]["code"]) == (409, "attempt-completed")
 
-    second = (await runtime.get("/v1/commands/next")).json()
-    assert second["attempt_id"] == "att-2"
-    g2 = await _stage_out(runtime, "att-2")
-    work2 = tmp_path / "work-2"
-    code, out = await git.run("clone", "-q", git.url("demo.git"), str(work2),
-                              user=g2["user"], password=g2["password"])
-    assert code == 0, out
+    _second, g2, work2 = await _pull_and_clone(runtime, git, "att-2", tmp_path / "work-2")
     code, out = await _commit_and_push(git, work2, "from-att-2.txt", creds(g2))
     assert code == 0, out
     assert not await _revoked(edge, g2["grant_id"])
