@@ -106,7 +106,7 @@ from metallo.cli.transport import command_metadata, query_metadata
 from metallo.devstack.control import status
 from metallo.devstack.gitrepo import publish
 from metallo.devstack.layout import Layout
-from metallo.devstack.rabbitmq import GO_API, broker_url
+from metallo.devstack.rabbitmq import GO_API, broker_url, principal
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import RequestClient, Topology
 from metallo.messaging.topology import event_routing_key
@@ -190,12 +190,14 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-async def broker_round_trips(amqp_url: str, count: int) -> list[float]:
-    """Seconds for ``count`` publish → consume round trips through an exclusive queue."""
+async def broker_round_trips(amqp_url: str, count: int, queue_name: str) -> list[float]:
+    """Seconds for ``count`` publish → consume round trips through the exclusive queue
+    ``queue_name`` (one the login of ``amqp_url`` may declare, read and publish to
+    through the default exchange)."""
     connection = await aio_pika.connect(amqp_url)
     async with connection:
         channel = await connection.channel(publisher_confirms=True)
-        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        queue = await channel.declare_queue(queue_name, exclusive=True, auto_delete=True)
         arrived: asyncio.Queue = asyncio.Queue()
         await queue.consume(lambda m: arrived.put_nowait(m), no_ack=True)
         times = []
@@ -209,12 +211,15 @@ async def broker_round_trips(amqp_url: str, count: int) -> list[float]:
 
 async def watch_completions(amqp_url: str, topology: Topology, on_completed) -> aio_pika.abc.AbstractConnection:
     """Bind an exclusive queue to ``RunCompleted`` events, as the Go API's live-update
-    bridge does, and call ``on_completed(event)`` for each; return the connection."""
+    bridge does (as the Go API's user: ``api_notifications.*`` is its bridge's name),
+    and call ``on_completed(event)`` for each; return the connection."""
     connection = await aio_pika.connect(amqp_url)
     channel = await connection.channel()
     exchange = await channel.declare_exchange(topology.events_exchange, aio_pika.ExchangeType.TOPIC,
                                               durable=True)
-    queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+    queue = await channel.declare_queue(
+        f"{topology.prefix}api_notifications.bench-{uuid.uuid4().hex[:8]}",
+        exclusive=True, auto_delete=True)
     await queue.bind(exchange, routing_key=event_routing_key(ec.RunCompleted))
 
     def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
@@ -238,7 +243,8 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
                                edge_url=state["edge_url"])
     topology = Topology(prefix=state.get("topology_prefix", ""))
     # The benchmark stands in for the Go API: its principal asserts the acting member.
-    client = RequestClient(broker_url(Layout.default(), state["amqp_url"], GO_API), topology)
+    go_api = broker_url(Layout.default(), state["amqp_url"], GO_API)
+    client = RequestClient(go_api, topology)
     await client.start()
     ended: set[str] = set()  # every Run that ended, this benchmark's or another client's
     launched: dict[str, float] = {}
@@ -253,7 +259,7 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
         ended.add(event.run_id)
         check_all_ended()
 
-    watcher = await watch_completions(state["amqp_url"], topology, on_completed)
+    watcher = await watch_completions(go_api, topology, on_completed)
     try:
         prepared = await client.request(wp.PrepareAction(
             metadata=command_metadata(WHO), repository_url=url, branch="main", action="noop"),
@@ -325,7 +331,11 @@ async def benchmark(runs: int, concurrency: int, timeout: float, launch_rate: fl
     finally:
         await watcher.close()
         await client.close()
-    broker = await broker_round_trips(state["amqp_url"], 200)
+    # The baseline round trip needs the default exchange: a service's login may use it
+    # (its own queue names, <service>.*); no member client's may.
+    broker = await broker_round_trips(
+        broker_url(Layout.default(), state["amqp_url"], principal("execution_core")), 200,
+        f"{topology.prefix}execution_core.bench-rtt-{uuid.uuid4().hex[:8]}")
     stream = site_stream(Layout.default().runtime / "local" / "delivery.sqlite", set(launched), wall)
     outcomes = [r.outcome for r in finished.values() if r.phase == "terminal"]
     unfinished = len(finished) - len(outcomes)

@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import statistics
 import time
 import uuid
@@ -45,7 +46,9 @@ from metallo.persistence.migrations import migrate
 from metallo.testkit.v1 import testkit_pb2 as tk
 from tests.integration.ledger.service import MIGRATIONS, effect_recorder
 
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+# The broker login (METALLO_BENCH_AMQP_URL; the suite passes its test principal). Names
+# are under a ``t<10 hex>.`` namespace, the form the test principals may use.
+AMQP_URL = os.environ.get("METALLO_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 
 def _raw_consumer(name: str, n: int, ready, finished) -> None:
@@ -77,7 +80,7 @@ def _raw_consumer(name: str, n: int, ready, finished) -> None:
 
 async def raw_run(n: int, window: int) -> float:
     """Messages/s for raw confirmed publish → consume+ack (child process) of ``n`` messages."""
-    name = f"bench.raw.{uuid.uuid4().hex[:8]}"
+    name = f"t{uuid.uuid4().hex[:10]}.bench.raw"
     ctx = multiprocessing.get_context("spawn")
     ready, finished = ctx.Event(), ctx.Value("d", 0.0)
     child = ctx.Process(target=_raw_consumer, args=(name, n, ready, finished))
@@ -174,7 +177,7 @@ async def outbox_run(n: int, per_tx: int, aggregates: int, one_by_one: bool = Fa
     url = database_url("ledger", f"bench_ledger_{uuid.uuid4().hex[:8]}")
     await migrate(url, MIGRATIONS)
     engine = create_engine(url, pool_size=20)
-    topology = Topology(prefix=f"bench{uuid.uuid4().hex[:6]}.")
+    topology = Topology(prefix=f"t{uuid.uuid4().hex[:10]}.")
     ctx = multiprocessing.get_context("spawn")
     ready, go, finished, started = ctx.Event(), ctx.Event(), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
     consumer = ctx.Process(target=_outbox_consumer, args=(url, topology.prefix, n, ready, finished))

@@ -1,7 +1,9 @@
 """Shared fixtures: throw-away PostgreSQL databases and an isolated RabbitMQ namespace.
 
 The services are real (DESIGN.md): a test that cannot reach PostgreSQL at
-127.0.0.1:5432 or RabbitMQ at 127.0.0.1:5672 fails; it is never skipped.
+127.0.0.1:5432 or RabbitMQ at 127.0.0.1:5672 fails; it is never skipped. RabbitMQ is
+used on the session's own virtual host as the principals of ``tests/bus.py``, never
+as ``guest``.
 """
 
 from __future__ import annotations
@@ -14,20 +16,33 @@ import pytest
 
 from metallo.persistence.engine import database_url, drop_database, ensure_database
 from metallo.persistence.migrations import migrate
+from tests.bus import BUS
 
 ROOT = Path(__file__).resolve().parent.parent
-AMQP_URL = os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-# The tests run every service and client as RabbitMQ's `guest` in their own namespace,
-# so they declare `guest` a principal that may assert acting_member — the operator
-# setting of docs/operators.md (Trust boundaries). tests/integration/test_bus_trust.py
-# checks the refusals with principals and settings of its own; the dev stack sets its own.
-os.environ.setdefault("METALLO_BUS_ASSERTERS", "guest=*")
+# Who may assert acting_member without a member token: ADR 0026's principals, as this
+# session's users (tests/bus.py), never `guest`.
+os.environ["METALLO_BUS_ASSERTERS"] = BUS.assertion_grants()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_bus():
+    """Deletes the session's virtual host and users (made on first use) at the end."""
+    yield BUS
+    BUS.close()
 
 
 @pytest.fixture
 def amqp_url() -> str:
-    """The RabbitMQ URL the tests use."""
-    return AMQP_URL
+    """The harness principal's URL (tests/bus.py): test doubles, raw publishes and
+    consumers, the messaging tests' testkit clients. Real services connect as their
+    own principal (``bus_url``)."""
+    return BUS.url("harness")
+
+
+@pytest.fixture
+def bus_url():
+    """``bus_url(role)``: the URL of a session principal (a service, ``go_api``, ``cli``)."""
+    return BUS.url
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from execution_core.application.settings import Settings
 from metallo.governance import GovernanceFile
 from metallo.log_setup import configure_logging
 from metallo.messaging import Topology
+from metallo.messaging.broker import amqp_url_from_environment
 from metallo.operations.metrics import outbox_collector
 from metallo.operations.readiness import service_readiness
 from metallo.operations.server import OpsServer
@@ -46,7 +47,7 @@ async def main() -> None:
     engine = create_engine(url)
     service = ExecutionCore(
         engine=engine,
-        amqp_url=os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        amqp_url=amqp_url_from_environment(),
         topology=Topology(prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", "")),
         authority=GovernanceAuthority(
             GovernanceFile(os.environ.get("METALLO_GOVERNANCE_FILE", "examples/governance.yaml"))

@@ -38,6 +38,7 @@ async def serve() -> None:
     """Migrate, start every part, wait for a stop signal, stop."""
     from metallo.governance import GovernanceFile
     from metallo.messaging import Topology
+    from metallo.messaging.broker import amqp_url_from_environment
     from metallo.operations.metrics import outbox_collector
     from metallo.operations.readiness import service_readiness
     from metallo.operations.server import OpsServer
@@ -53,7 +54,7 @@ async def serve() -> None:
     engine = create_engine(url)
     service = PipelineCoordination(
         engine=engine,
-        amqp_url=os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        amqp_url=amqp_url_from_environment(),
         topology=Topology(prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", "")),
         authority=GovernanceAuthority(
             GovernanceFile(os.environ.get("METALLO_GOVERNANCE_FILE", str(ROOT / "examples" / "governance.yaml")))

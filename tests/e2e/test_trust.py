@@ -1,17 +1,21 @@
 """Who is asking, end to end on the dev stack: another member's token and a process
-without a token cannot cancel Alice's Run, and nothing changes; Alice can."""
+without a token cannot cancel Alice's Run, `guest` cannot even open the stack's
+virtual host, and nothing changes; Alice can."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 import uuid
 
+import aio_pika
+import aiormq
 import pytest
 
 from metallo.common.v1 import common_pb2
+from metallo.devstack.layout import Layout
+from metallo.devstack.rabbitmq import CLI, broker_url, with_user
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import Rejected, RequestClient, Topology
 from tests.e2e.conftest import CREDENTIALS, ENV, METALLO, ROOT, metallo, publish
@@ -35,15 +39,23 @@ def as_bob(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, check=False)
 
 
-async def cancel_without_token(run_id: str) -> Rejected:
-    """CancelRun naming Alice from a process with no token (the lab's `guest` login)."""
-    url = os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-    async with RequestClient(url, Topology()) as client:
+async def cancel_without_token(stack: dict, run_id: str) -> Rejected:
+    """CancelRun naming Alice from a process with no token, logged in as the CLI's
+    RabbitMQ user (a member client, which may not assert a member)."""
+    url = broker_url(Layout.default(), stack["amqp_url"], CLI)
+    async with RequestClient(url, Topology(prefix=stack.get("topology_prefix", ""))) as client:
         with pytest.raises(Rejected) as refused:
             await client.request(ec.CancelRun(metadata=common_pb2.CommandMetadata(
                 command_id=str(uuid.uuid4()), acting_member="m-alice", project="demo"),
                 run_id=run_id, reason="forged"), timeout=30)
     return refused.value
+
+
+async def guest_is_refused(stack: dict) -> str:
+    """What RabbitMQ answers ``guest`` logging in to the stack's virtual host."""
+    with pytest.raises(aiormq.exceptions.AMQPError) as refused:
+        await aio_pika.connect(with_user(stack["amqp_url"], "guest", "guest"), timeout=10)
+    return str(refused.value)
 
 
 def test_only_the_member_the_token_proves_may_cancel(local_stack, tmp_path):
@@ -57,7 +69,8 @@ def test_only_the_member_the_token_proves_may_cancel(local_stack, tmp_path):
     mismatch = as_bob("run", "cancel", run_id, "--member", "m-alice", "--output", "json")
     assert mismatch.returncode == 2, mismatch.stderr
     assert "member-token-mismatch" in mismatch.stdout
-    assert asyncio.run(cancel_without_token(run_id)).code == "unauthenticated"
+    assert asyncio.run(cancel_without_token(local_stack, run_id)).code == "unauthenticated"
+    assert "Connection.Close" in asyncio.run(guest_is_refused(local_stack))
 
     time.sleep(2)  # a cancellation that slipped through would be recorded by now
     run = metallo("run", "show", run_id, "--output", "json").json()

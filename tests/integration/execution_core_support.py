@@ -44,6 +44,7 @@ from metallo.messaging.schema import TABLES
 from metallo.persistence.engine import create_engine, session_factory
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 from metallo.workload_portfolio.v1 import workload_portfolio_pb2 as wp
+from tests.bus import role_url
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = ROOT / "services" / "execution_core" / "migrations"
@@ -400,6 +401,9 @@ class Stack:
 async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_path: Path):
     """Yield ``make(settings=FAST, parts=..., script=...) -> Stack``; stops every Stack on exit.
 
+    Execution Core connects as its own principal, the client as the Go API's, the
+    doubles as the harness (``amqp_url``; tests/bus.py).
+
     Test modules wrap it in their own ``make_stack`` fixture.
     """
     stacks: list[tuple[Stack, list]] = []
@@ -419,7 +423,7 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         extra = {} if fault is None else {"fault": fault}
         core = ExecutionCore(
             engine=engine,
-            amqp_url=amqp_url,
+            amqp_url=role_url("execution_core"),
             topology=topology,
             authority=GovernanceAuthority(GovernanceFile(gov)),
             settings=settings,
@@ -431,7 +435,7 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         portfolio.add(revision())
         site = SiteDouble(double_engine, amqp_url, topology, script=script)
         events = EventLog(double_engine, amqp_url, topology)
-        client = RequestClient(amqp_url, topology)
+        client = RequestClient(role_url("go_api"), topology)
         started: list = []
         for part in (site, portfolio.server, events.consumer, core):
             await part.start()

@@ -41,6 +41,7 @@ from pipeline_coordination.adaptors.store import SqlPipelineStore
 from pipeline_coordination.application.faults import FaultHook, no_fault
 from pipeline_coordination.application.settings import Settings
 from pipeline_coordination.domain.pipeline import Pipeline
+from tests.bus import role_url
 from workload_portfolio.adaptors.command_handlers import collection_shape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -467,13 +468,16 @@ class Harness:
 
 
 async def build(make_database, amqp_url: str, topology: Topology, base: Path, actions_yaml: str = ACTIONS) -> Harness:
-    """Start everything but the coordinator (tests start one or several)."""
+    """Start everything but the coordinator (tests start one or several). Pipeline
+    Coordination connects as its own principal (``Harness.amqp_url``), the client as
+    the Go API's, the doubles as the harness (``amqp_url``; tests/bus.py)."""
     url = await make_database("pipeline_coordination", MIGRATIONS)
     engine = create_engine(url, pool_size=5)
     doubles_engine = await messaging_database(make_database, "pc_doubles")
+    own_url = role_url("pipeline_coordination")
     service = PipelineCoordination(
         engine=engine,
-        amqp_url=amqp_url,
+        amqp_url=own_url,
         topology=topology,
         authority=GovernanceAuthority(GovernanceFile(GOVERNANCE)),
         settings=FAST,
@@ -482,13 +486,13 @@ async def build(make_database, amqp_url: str, topology: Topology, base: Path, ac
     )
     portfolio = PortfolioDouble(doubles_engine, amqp_url, topology)
     runs = RunsDouble(doubles_engine, amqp_url, topology)
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(role_url("go_api"), topology)
     repo = Repo.create(base, actions_yaml)
     await service.start()
     await portfolio.server.start()
     await runs.start()
     await client.start()
-    h = Harness(engine, amqp_url, topology, portfolio, runs, repo, client, service)
+    h = Harness(engine, own_url, topology, portfolio, runs, repo, client, service)
     h._extra_engines = (doubles_engine,)  # type: ignore[attr-defined]
     return h
 

@@ -1,31 +1,23 @@
 """Who is asking on the command bus: member tokens, trusted principals, forgeries refused.
 
-Real RabbitMQ users made for this test (``rabbitmqctl import_definitions``, as root)
-with the dev stack's least-privilege patterns under the test's namespace, a real
-lab issuer key and JWKS, a real governance file, the ledger service's real
-CommandServer on PostgreSQL. Other tests keep using ``guest`` meanwhile.
+The session's real RabbitMQ users (tests/bus.py) with the dev stack's least-privilege
+patterns, a real lab issuer key and JWKS, a real governance file, the ledger
+service's real CommandServer on PostgreSQL; ``guest`` refused on the test's virtual
+host.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
 import aio_pika
+import aiormq
 import pytest
 from sqlalchemy import text
 
 from metallo.common.v1 import common_pb2
-from metallo.devstack.rabbitmq import (
-    client_permissions,
-    definitions,
-    delete_user,
-    import_definitions,
-    service_permissions,
-    wait_until_accepted,
-    with_user,
-)
+from metallo.devstack.rabbitmq import with_user
 from metallo.identity.access import AccessTokenVerifier
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.identity.verify import FileJwksSource, JwksCache
@@ -34,7 +26,7 @@ from metallo.messaging.envelope import encode
 from metallo.messaging.intake import AssertionGrants, Intake, governance_directory
 from metallo.messaging.server import fingerprint
 from metallo.testkit.v1 import testkit_pb2 as tk
-from tests.conftest import AMQP_URL
+from tests.bus import BUS
 from tests.integration.ledger.service import ledger_server
 
 pytestmark = pytest.mark.integration
@@ -52,31 +44,14 @@ projects:
 """
 
 
-@pytest.fixture(scope="module")
-def namespace() -> str:
-    """One namespace for this module's tests: its users' permissions are made for it."""
-    return f"t{uuid.uuid4().hex[:10]}."
-
-
-@pytest.fixture(scope="module")
-def principals(namespace):
-    """Three RabbitMQ users of this module: the owner, a trusted gateway, an unprivileged one."""
-    tag = namespace.rstrip(".")
-    names = {"owner": f"{tag}-owner", "gateway": f"{tag}-gateway", "mallory": f"{tag}-mallory"}
-    passwords = {role: uuid.uuid4().hex for role in names}
-    perms = {"owner": service_permissions("testkit", namespace),
-             "gateway": client_permissions(namespace), "mallory": client_permissions(namespace)}
-    import_definitions(definitions({names[r]: (passwords[r], perms[r]) for r in names}))
-    urls = {r: with_user(AMQP_URL, names[r], passwords[r]) for r in names}
-
-    async def accepted() -> None:
-        for url in urls.values():
-            await wait_until_accepted(url)
-
-    asyncio.run(accepted())
-    yield names, urls
-    for name in names.values():
-        delete_user(name)
+@pytest.fixture
+def principals():
+    """The session's principals (tests/bus.py) in three parts: the owner (the testkit
+    service), a trusted gateway (the Go API's user), an unprivileged member client
+    (the CLI's user, which may not assert)."""
+    roles = {"owner": "testkit", "gateway": "go_api", "mallory": "cli"}
+    return ({r: BUS.user(role) for r, role in roles.items()},
+            {r: BUS.url(role) for r, role in roles.items()})
 
 
 @pytest.fixture
@@ -132,7 +107,7 @@ async def test_a_forged_command_from_an_unprivileged_principal_is_refused_and_ch
     with pytest.raises(Rejected) as refused:
         await ledger["mallory"].request(deposit("m-alice"))
     assert refused.value.code == "unauthenticated"
-    assert "mallory" in refused.value.details["principal"]
+    assert refused.value.details["principal"] == BUS.user("cli")
     with pytest.raises(Rejected) as query:
         await ledger["mallory"].request(tk.GetBalance(
             metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), account="acc"))
@@ -206,3 +181,12 @@ async def test_a_bad_token_is_refused_unsaved_so_a_retry_with_a_good_one_is_deci
     good, _ = issuer.issue_access("lab-alice", "metallo-cli")
     reply = await ledger["mallory"].request(deposit("", command_id), member_token=good)
     assert reply.balance == 5
+
+
+async def test_guest_cannot_open_the_tests_virtual_host(principals):
+    _names, urls = principals
+    member_client = await aio_pika.connect(urls["mallory"], timeout=10)  # the host is open...
+    await member_client.close()
+    with pytest.raises(aiormq.exceptions.AMQPError) as refused:  # ...but not to guest
+        await aio_pika.connect(with_user(BUS.base_url(), "guest", "guest"), timeout=10)
+    assert "Connection.Close" in str(refused.value)

@@ -19,6 +19,7 @@ from metallo.cli import credentials
 from metallo.dev_certificates import make_dev_certificates
 from metallo.identity.issuer import LabIssuer, generate_key
 from metallo.identity.lab_login import LabAccount, hash_password, login_app, mount, write_accounts
+from tests.bus import BUS
 from tests.unit.cli_support import cli
 
 pytestmark = pytest.mark.integration
@@ -94,10 +95,13 @@ async def test_a_wrong_password_or_a_removed_account_logs_nobody_in(lab_issuer, 
     assert "metallo login" in getattr(expired.value, "hint", "")
 
 
-async def test_a_command_without_a_login_says_to_run_metallo_login(tmp_path, monkeypatch):
+async def test_a_command_without_a_login_says_to_run_metallo_login(tmp_path, monkeypatch,
+                                                                  namespace):
     monkeypatch.setenv("METALLO_CREDENTIALS_FILE", str(tmp_path / "none.json"))
     monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
     monkeypatch.setenv("METALLO_PROJECT", "demo")
+    monkeypatch.setenv("METALLO_AMQP_URL", BUS.url("cli"))  # the broker login is there
+    monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
     done = await cli("run", "show", "r-00000000000000000000000000", "--output", "json")
     assert done.code == 2
     assert "metallo login" in done.stderr

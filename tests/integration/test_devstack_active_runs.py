@@ -23,15 +23,15 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(autouse=True)
 def no_lab_logins(tmp_path, monkeypatch):
     """A dev-stack layout of the test's own, without lab logins: the operator request
-    asserts the operator as the test's RabbitMQ principal (METALLO_BUS_ASSERTERS)."""
+    asserts the operator as the Go API's principal of the test bus (METALLO_BUS_ASSERTERS)."""
     monkeypatch.setenv("METALLO_DEV_STATE", str(tmp_path / "dev"))
 
 
 @pytest.fixture
-async def core(make_database, amqp_url, topology, tmp_path):
+async def core(make_database, bus_url, topology, tmp_path):
     """Execution Core's request server on its own database; yields the engine."""
     engine = create_engine(await make_database("execution_core", MIGRATIONS), pool_size=2)
-    service = ExecutionCore(engine=engine, amqp_url=amqp_url, topology=topology,
+    service = ExecutionCore(engine=engine, amqp_url=bus_url("execution_core"), topology=topology,
                             authority=GovernanceAuthority(GovernanceFile(governance_copy(tmp_path))),
                             parts=frozenset({"server"}))
     await service.start()
@@ -52,9 +52,9 @@ async def _insert_runs(engine, phases: list[str]) -> None:
                 {"r": f"r{n}", "c": f"c{n}", "p": phase})
 
 
-async def test_active_runs_are_counted_and_said(core, amqp_url, namespace):
+async def test_active_runs_are_counted_and_said(core, bus_url, namespace):
     await _insert_runs(core, ["terminal", "running", "accepted", "terminal"])
-    options = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace)
+    options = Options(executor="local", amqp_url=bus_url("go_api"), topology_prefix=namespace)
     said: list[str] = []
     # warn_active_runs runs its own event loop (the CLI is synchronous): a thread here.
     assert await asyncio.to_thread(warn_active_runs, options, said.append) == 2
@@ -62,11 +62,11 @@ async def test_active_runs_are_counted_and_said(core, amqp_url, namespace):
 
 
 async def test_nothing_is_said_when_none_is_active_or_execution_core_is_away(
-    core, amqp_url, namespace
+    core, bus_url, namespace
 ):
     await _insert_runs(core, ["terminal"])
     said: list[str] = []
-    options = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace)
+    options = Options(executor="local", amqp_url=bus_url("go_api"), topology_prefix=namespace)
     assert await asyncio.to_thread(warn_active_runs, options, said.append) == 0 and said == []
-    away = Options(executor="local", amqp_url=amqp_url, topology_prefix=namespace + "away.")
+    away = Options(executor="local", amqp_url=bus_url("go_api"), topology_prefix=namespace + "away.")
     assert await asyncio.to_thread(warn_active_runs, away, said.append) == 0 and said == []

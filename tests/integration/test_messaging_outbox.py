@@ -181,7 +181,8 @@ async def test_broker_outage_messages_wait_then_all_go_out(ledger_engine, amqp_u
     proxy = TcpProxy("127.0.0.1", 5672)
     await proxy.start()
     relay = OutboxRelay(
-        ledger_engine, f"amqp://guest:guest@127.0.0.1:{proxy.port}/", topology, owner="t",
+        ledger_engine, amqp_url.replace("@127.0.0.1:5672/", f"@127.0.0.1:{proxy.port}/"),
+        topology, owner="t",
         poll_seconds=0.1, publish_timeout=2.0,
     )
     await relay.start()
@@ -355,7 +356,7 @@ INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id F
 
 async def _claim_buffer_hits(conn) -> int:
     """Shared buffers the relay's claim touches, by EXPLAIN (ANALYZE, BUFFERS); rolled back."""
-    from metallo.messaging.relay import _CHAIN, _CLAIM
+    from metallo.messaging.dispatch_rows import _CHAIN, _CLAIM
 
     params = {"batch": 500, "chain": _CHAIN, "owner": "t", "token": uuid.uuid4(), "lease_seconds": 30}
     async with conn.begin_nested() as savepoint:

@@ -85,7 +85,8 @@ async def test_outbox_backlog_is_read_at_scrape_time(ledger_engine, amqp_url, to
     connection = await aio_pika.connect(amqp_url)
     channel = await connection.channel()
     events = await channel.declare_exchange(topology.events_exchange, "topic", durable=True)
-    watcher = await channel.declare_queue(exclusive=True)  # the Deposited event routes here
+    # The Deposited event routes here.
+    watcher = await channel.declare_queue(f"{topology.prefix}watcher", exclusive=True)
     await watcher.bind(events, "testkit.#")
     ops = OpsServer("ledger", Readiness(), address=("127.0.0.1", 0),
                     collectors=[outbox_collector("ledger", ledger_engine)])

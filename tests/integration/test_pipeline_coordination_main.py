@@ -20,12 +20,12 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(make_database, amqp_url, topology):
+async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(make_database, bus_url, topology):
     url = await make_database("pipeline_coordination")  # the process migrates it itself
     env = {
         **os.environ,
         "METALLO_PIPELINE_COORDINATION_DATABASE_URL": url,
-        "METALLO_AMQP_URL": amqp_url,
+        "METALLO_AMQP_URL": bus_url("pipeline_coordination"),
         "METALLO_TOPOLOGY_PREFIX": topology.prefix,
         "METALLO_GOVERNANCE_FILE": str(ROOT / "examples" / "governance.yaml"),
         "METALLO_PIPELINE_COORDINATION_POLL_SECONDS": "0.1",
@@ -45,7 +45,7 @@ async def test_served_process_starts_a_pipeline_and_reports_an_absent_portfolio(
         sys.executable, "-m", "pipeline_coordination", "serve", env=env, cwd=str(ROOT),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     try:
         start = pb.StartPipeline(

@@ -35,18 +35,18 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def h(make_database, amqp_url, topology, tmp_path):
+async def h(make_database, amqp_url, bus_url, topology, tmp_path):
     """The harness with the real Workload Portfolio in place of its double."""
     harness = await build(make_database, amqp_url, topology, tmp_path)
     wp_engine = create_engine(await make_database("workload_portfolio", WP_MIGRATIONS), pool_size=4)
     await harness.portfolio.server.stop()
     authority = GovernanceProjectAuthority(GovernanceFile(GOVERNANCE))
     server = PortfolioCommandServer(
-        wp_engine, amqp_url, topology, authority=authority,
+        wp_engine, bus_url("workload_portfolio"), topology, authority=authority,
         preparation=Preparation(GitSourceControl(policy=RepositoryPolicy.of(allow_local=True),
                                                      timeout_seconds=30), authority),
     )
-    relay = OutboxRelay(wp_engine, amqp_url, topology, owner="workload_portfolio", poll_seconds=0.05)
+    relay = OutboxRelay(wp_engine, bus_url("workload_portfolio"), topology, owner="workload_portfolio", poll_seconds=0.05)
     await relay.start()
     await server.start()
     yield harness
@@ -77,12 +77,12 @@ async def test_hand_off_through_the_real_workload_portfolio(h):
     h.runs.assert_one_launch_per_step()
 
 
-async def test_real_execution_core_accepts_the_step_launch_and_records_the_stop(h, make_database, amqp_url, topology):
+async def test_real_execution_core_accepts_the_step_launch_and_records_the_stop(h, make_database, bus_url, topology):
     await h.runs.stop()  # the real Execution Core answers LaunchRun / CancelRun instead of the double
     ec_engine = create_engine(await make_database("execution_core", EC_MIGRATIONS), pool_size=4)
     core = ExecutionCore(
         engine=ec_engine,
-        amqp_url=amqp_url,
+        amqp_url=bus_url("execution_core"),
         topology=topology,
         authority=EcAuthority(GovernanceFile(GOVERNANCE)),
         parts=frozenset({"server", "relay"}),

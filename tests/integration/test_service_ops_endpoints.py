@@ -31,11 +31,11 @@ def free_port() -> int:
     ("pipeline_coordination", []),
 ])
 async def test_service_process_serves_its_operations_endpoint(service, figures, make_database,
-                                                              amqp_url, topology):
+                                                              bus_url, topology):
     url = await make_database(service)  # the process migrates it itself
     port = free_port()
     env = {**os.environ, f"METALLO_{service.upper()}_DATABASE_URL": url,
-           "METALLO_AMQP_URL": amqp_url, "METALLO_TOPOLOGY_PREFIX": topology.prefix,
+           "METALLO_AMQP_URL": bus_url(service), "METALLO_TOPOLOGY_PREFIX": topology.prefix,
            "METALLO_GOVERNANCE_FILE": str(ROOT / "examples" / "governance.yaml"),
            "METALLO_OPS_ADDRESS": f"127.0.0.1:{port}"}
     for q in (topology.command_queue(service), topology.query_queue(service),

@@ -54,7 +54,7 @@ def test_plain_http_needs_the_flag_and_loopback():
     sock.close()
 
 
-async def test_serve_wires_the_edge_over_tls(make_database, tmp_path, namespace, amqp_url):
+async def test_serve_wires_the_edge_over_tls(make_database, tmp_path, namespace, bus_url):
     url = await make_database("site_coordination")  # serve migrates it itself
     code, _, err = await _run("dev-cert", str(tmp_path / "certs"), env={})
     assert code == 0, err
@@ -62,7 +62,7 @@ async def test_serve_wires_the_edge_over_tls(make_database, tmp_path, namespace,
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ,
-           "METALLO_SITE_COORDINATION_DATABASE_URL": url, "METALLO_AMQP_URL": amqp_url,
+           "METALLO_SITE_COORDINATION_DATABASE_URL": url, "METALLO_AMQP_URL": bus_url("site_coordination"),
            "METALLO_TOPOLOGY_PREFIX": namespace, "METALLO_SITE_EDGE_PORT": str(port),
            "METALLO_SITE_EDGE_TLS_CERT": str(tmp_path / "certs/server.pem"),
            "METALLO_SITE_EDGE_TLS_KEY": str(tmp_path / "certs/server-key.pem"),

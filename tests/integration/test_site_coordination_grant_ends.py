@@ -43,7 +43,7 @@ async def _revoked(edge, grant_id: str) -> bool:
             repository_grants.c.grant_id == grant_id))).scalar() is not None
 
 
-async def test_a_finished_runs_stage_out_grant_cannot_push(edge, tmp_path, topology, amqp_url):
+async def test_a_finished_runs_stage_out_grant_cannot_push(edge, tmp_path, topology, bus_url):
     git = Git(edge, tmp_path)
     await _seed_repository(edge, git, "demo.git")
     await edge.append("prepare", run_id="run-1", attempt_id="att-1",
@@ -58,8 +58,8 @@ async def test_a_finished_runs_stage_out_grant_cannot_push(edge, tmp_path, topol
     code, out = await _commit_and_push(git, work, "during-the-run.txt", creds)
     assert code == 0, out
 
-    consumer = build_event_consumer(edge.engine, amqp_url, topology)
-    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="test-execution-core",
+    consumer = build_event_consumer(edge.engine, bus_url("site_coordination"), topology)
+    relay = OutboxRelay(edge.engine, bus_url("execution_core"), topology, owner="test-execution-core",
                         poll_seconds=0.1)
     await consumer.start()
     await relay.start()

@@ -27,10 +27,10 @@ def _append(command_id: str, environment: str = "slurm") -> sc_pb2.AppendSiteCom
 
 
 async def test_append_over_rabbitmq_and_events_through_the_outbox(
-        make_database, tmp_path, namespace, topology, amqp_url):
+        make_database, tmp_path, namespace, topology, amqp_url, bus_url):
     edge = await start_harness(make_database, tmp_path, namespace)
-    server = build_command_server(edge.engine, amqp_url, topology)
-    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination")
+    server = build_command_server(edge.engine, bus_url("site_coordination"), topology)
+    relay = OutboxRelay(edge.engine, bus_url("site_coordination"), topology, owner="site_coordination")
     observer = EventConsumer("sc_observer", edge.engine, amqp_url, topology)
     received: list = []
     both = asyncio.Event()
@@ -47,7 +47,7 @@ async def test_append_over_rabbitmq_and_events_through_the_outbox(
     await observer.start()
     await server.start()
     await relay.start()
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     try:
         command_id = uuid.uuid4().hex

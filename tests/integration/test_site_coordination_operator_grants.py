@@ -33,7 +33,7 @@ def log_in_as(edge, subject: str) -> None:
 
 
 @pytest.fixture
-async def serving(edge, amqp_url, topology, monkeypatch):
+async def serving(edge, bus_url, topology, monkeypatch):
     """Site Coordination's command server (with the operator requests) and relay; it
     verifies member tokens of the edge's issuer, and the CLI is logged in as the
     operator."""
@@ -42,9 +42,9 @@ async def serving(edge, amqp_url, topology, monkeypatch):
     monkeypatch.setenv("METALLO_OIDC_JWKS_URL", f"file:{edge.tmp / 'issuer' / 'jwks.json'}")
     monkeypatch.setenv("METALLO_GOVERNANCE_FILE", str(edge.governance_file))
     log_in_as(edge, "lab-operator")
-    server = build_command_server(edge.engine, amqp_url, topology,
+    server = build_command_server(edge.engine, bus_url("site_coordination"), topology,
                                   GovernanceAuthority(edge.governance_file))
-    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination",
+    relay = OutboxRelay(edge.engine, bus_url("site_coordination"), topology, owner="site_coordination",
                         poll_seconds=0.05)
     await server.start()
     await relay.start()
@@ -100,8 +100,8 @@ async def test_refusals_change_nothing(serving, monkeypatch):
         assert (await conn.execute(select(command_grants))).all() == []
 
 
-async def test_a_replayed_create_returns_the_same_grant(serving, amqp_url, topology):
-    client = RequestClient(amqp_url, topology)
+async def test_a_replayed_create_returns_the_same_grant(serving, bus_url, topology):
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     try:
         command = create_grant_command("m-operator", "lab-slurm", "slurm", "1d", "", new_grant_secret())

@@ -22,14 +22,14 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_served_process_prepares_an_action(tmp_path, make_database, amqp_url, topology):
+async def test_served_process_prepares_an_action(tmp_path, make_database, bus_url, topology):
     repo = tmp_path / "repo"
     head = make_repo(repo, {"actions.yaml": ACTIONS})
     url = await make_database("workload_portfolio")  # the process migrates it itself
     env = {
         **os.environ,
         "METALLO_WORKLOAD_PORTFOLIO_DATABASE_URL": url,
-        "METALLO_AMQP_URL": amqp_url,
+        "METALLO_AMQP_URL": bus_url("workload_portfolio"),
         "METALLO_TOPOLOGY_PREFIX": topology.prefix,
         "METALLO_GOVERNANCE_FILE": str(ROOT / "examples" / "governance.yaml"),
         "METALLO_LOCAL_REPOSITORIES": "allow",  # the repository is a local path here
@@ -40,7 +40,7 @@ async def test_served_process_prepares_an_action(tmp_path, make_database, amqp_u
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "workload_portfolio", "serve", env=env, cwd=str(ROOT),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     try:
         cmd = wp.PrepareAction(

@@ -99,7 +99,7 @@ class Stack:
 
 
 @pytest.fixture
-async def stack(tmp_path, make_database, amqp_url, topology):
+async def stack(tmp_path, make_database, amqp_url, bus_url, topology):
     repo = tmp_path / "repo"
     make_repo(repo, {"actions.yaml": ACTIONS, "train.py": "print('train')\n"})
     gov_path = tmp_path / "governance.yaml"
@@ -110,9 +110,9 @@ async def stack(tmp_path, make_database, amqp_url, topology):
     source = ProbedSource(GitSourceControl(policy=RepositoryPolicy.of(allow_local=True),
                                            timeout_seconds=30))
     source.engine = server_engine = create_engine(url)  # the server's own pool, probed above
-    server = PortfolioCommandServer(server_engine, amqp_url, topology, authority=authority,
+    server = PortfolioCommandServer(server_engine, bus_url("workload_portfolio"), topology, authority=authority,
                                     preparation=Preparation(source, authority))
-    relay = OutboxRelay(engine, amqp_url, topology, owner="workload_portfolio", poll_seconds=0.05)
+    relay = OutboxRelay(engine, bus_url("workload_portfolio"), topology, owner="workload_portfolio", poll_seconds=0.05)
     # An event consumer queue, bound before anything is published.
     conn = await aio_pika.connect_robust(amqp_url)
     channel = await conn.channel()
@@ -129,7 +129,7 @@ async def stack(tmp_path, make_database, amqp_url, topology):
     await queue.consume(on_event)
     await server.start()
     await relay.start()
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     yield Stack(client, engine, repo, gov_path, events, source)
     await client.close()

@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected, Topology
 from metallo.messaging.envelope import decode, encode
+from tests.bus import BUS
 
 
 @dataclass
@@ -135,14 +136,14 @@ def log_in(path, token: str = STAND_IN_TOKEN, expires_in: float = 3600.0) -> Non
 
 
 @pytest.fixture(autouse=True)
-def cli_environment(monkeypatch, namespace, amqp_url, tmp_path):
+def cli_environment(monkeypatch, namespace, tmp_path):
     """Member, Project, a stored login and broker namespace for every CLI call; no
     config file (autouse in the test modules that import it)."""
     monkeypatch.setenv("METALLO_CREDENTIALS_FILE", str(tmp_path / "credentials.json"))
     log_in(tmp_path / "credentials.json")
     monkeypatch.setenv("METALLO_MEMBER", "m-alice")
     monkeypatch.setenv("METALLO_PROJECT", "demo")
-    monkeypatch.setenv("METALLO_AMQP_URL", amqp_url)
+    monkeypatch.setenv("METALLO_AMQP_URL", BUS.url("cli"))
     monkeypatch.setenv("METALLO_TOPOLOGY_PREFIX", namespace)
     monkeypatch.setenv("METALLO_CONFIG", str(tmp_path / "absent.toml"))
     monkeypatch.setenv("METALLO_CLI_TIMEOUT", "5")

@@ -21,7 +21,8 @@ def test_services_run_real_entries_after_setup():
     platform = {"workload-portfolio": "workload_portfolio", "execution-core": "execution_core",
                 "pipeline-coordination": "pipeline_coordination",
                 "site-coordination": "site_coordination", "site-runtime": "site_runtime"}
-    assert set(platform) | {"postgres", "rabbitmq", "setup", "runtime-grant", "cli"} == set(services)
+    assert set(platform) | {"postgres", "rabbitmq", "broker-users", "setup", "runtime-grant",
+                            "cli"} == set(services)
     for name, module in platform.items():
         svc = services[name]
         assert svc["command"][:3] == ["python", "-m", module]

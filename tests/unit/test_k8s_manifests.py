@@ -139,13 +139,14 @@ def test_each_service_has_its_own_least_privilege_rabbitmq_user(documents):
         CLI,
         GO_API,
         client_permissions,
+        go_api_permissions,
         principal,
         service_permissions,
     )
 
     granted = {d["spec"]["user"]: d["spec"]["permissions"] for d in of_kind(documents, "Permission")}
     expected = {principal(s): service_permissions(s) for s in SERVICES}
-    expected.update({GO_API: client_permissions(), CLI: client_permissions()})
+    expected.update({GO_API: go_api_permissions(), CLI: client_permissions()})
     assert set(granted) == set(expected) and "guest" not in granted
     for user, perm in expected.items():
         assert granted[user] == {"configure": perm.configure, "write": perm.write, "read": perm.read}

@@ -5,25 +5,34 @@ config file (TOML, ``METALLO_CONFIG`` or ``~/.config/metallo/config.toml``)::
 
     member = "m-alice"          # METALLO_MEMBER   (--member; default: the logged-in member)
     project = "demo"            # METALLO_PROJECT  (--project)
-    amqp_url = "amqp://guest:guest@127.0.0.1:5672/"   # METALLO_AMQP_URL
+    amqp_url = "amqp://127.0.0.1:5672/metallo-dev"    # METALLO_AMQP_URL
+    amqp_credentials_file = "…/rabbitmq-cli.json"     # METALLO_AMQP_CREDENTIALS_FILE
     topology_prefix = ""        # METALLO_TOPOLOGY_PREFIX
     timeout_seconds = 15        # METALLO_CLI_TIMEOUT (reply wait per request, seconds)
 
-The AMQP password may sit in the URL in the file or the environment; it is never
-printed (``redacted_url``).
+The CLI connects as its own RabbitMQ user (``metallo-cli`` in the dev stack), a
+member client that may publish requests and read its own replies, nothing else
+(docs/operators.md, Trust boundaries). Its login is a secret: a URL without a
+password takes user and password from the credentials file — JSON
+``{"username": …, "password": …}``, mode 0600, by default the one ``metallo dev up``
+writes (``var/dev/secrets/rabbitmq-cli.json``). A password in the URL is accepted
+too; it is never printed (``redacted_url``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from metallo.cli.exits import CliError, Exit
 
-DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DEFAULT_AMQP_URL = "amqp://127.0.0.1:5672/metallo-dev"
+MAX_CREDENTIALS_BYTES = 4096
 DEFAULT_TIMEOUT_SECONDS = 15.0
 
 
@@ -75,12 +84,62 @@ def connection(config: dict | None = None) -> Connection:
                        Exit.USAGE) from None
     if not 0.1 <= timeout <= 600:
         raise CliError("the reply timeout must be 0.1 to 600 seconds", fix, Exit.USAGE)
+    url = os.environ.get("METALLO_AMQP_URL") or config.get("amqp_url") or DEFAULT_AMQP_URL
+    if urlsplit(url).password is None:
+        url = with_login(url, *broker_login(config))
     return Connection(
-        amqp_url=os.environ.get("METALLO_AMQP_URL") or config.get("amqp_url") or DEFAULT_AMQP_URL,
+        amqp_url=url,
         topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX",
                                        str(config.get("topology_prefix", ""))),
         timeout_seconds=timeout,
     )
+
+
+def credentials_file(config: dict) -> Path:
+    """Where the CLI's RabbitMQ login is read: ``METALLO_AMQP_CREDENTIALS_FILE``, the
+    config file's ``amqp_credentials_file``, else the dev stack's
+    ``secrets/rabbitmq-cli.json``."""
+    explicit = os.environ.get("METALLO_AMQP_CREDENTIALS_FILE") or config.get("amqp_credentials_file")
+    if explicit:
+        return Path(str(explicit)).expanduser()
+    from metallo.devstack.layout import Layout
+    from metallo.devstack.rabbitmq import CLI_LOGIN_FILE
+
+    return Layout.default().secrets / CLI_LOGIN_FILE
+
+
+def broker_login(config: dict) -> tuple[str, str]:
+    """(user, password) from :func:`credentials_file`. Raises CliError (exit 2) when the
+    file is missing, readable by others than its owner, or not ``{"username",
+    "password"}``; the message never holds the password."""
+    path = credentials_file(config)
+    fix = ("run `metallo dev up` (it writes this file), or set METALLO_AMQP_CREDENTIALS_FILE "
+           "to your RabbitMQ login (JSON username/password, mode 0600)")
+    try:
+        mode = path.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise CliError(f"the RabbitMQ login {path} may be read by others "
+                           f"(mode {stat.S_IMODE(mode):o})", f"chmod 600 {path}", Exit.USAGE)
+        with path.open("rb") as fh:
+            data = json.loads(fh.read(MAX_CREDENTIALS_BYTES + 1)[:MAX_CREDENTIALS_BYTES])
+    except FileNotFoundError:
+        raise CliError(f"no RabbitMQ login for the CLI at {path}", fix, Exit.USAGE) from None
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise CliError(f"the RabbitMQ login {path} is unreadable", fix, Exit.USAGE) from None
+    user = data.get("username") if isinstance(data, dict) else None
+    password = data.get("password") if isinstance(data, dict) else None
+    if not (isinstance(user, str) and user and isinstance(password, str) and password):
+        raise CliError(f"the RabbitMQ login {path} has no username and password", fix, Exit.USAGE)
+    return user, password
+
+
+def with_login(url: str, user: str, password: str) -> str:
+    """``url`` with ``user``/``password`` as its credentials."""
+    parts = urlsplit(url)
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.hostname or '127.0.0.1'}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, parts.fragment))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,12 @@ from typing import Self, TypeVar
 
 import aio_pika
 from aio_pika.exceptions import ChannelClosed
-from aiormq.exceptions import AMQPError
+from aiormq.exceptions import (
+    AMQPError,
+    AuthenticationError,
+    ChannelAccessRefused,
+    ProbableAuthenticationError,
+)
 from google.protobuf.message import Message
 
 from metallo.cli.credentials import current_token
@@ -68,6 +73,13 @@ class Platform:
     async def __aenter__(self) -> Self:
         try:
             await self._client.start()
+        except (ProbableAuthenticationError, AuthenticationError, ChannelAccessRefused):
+            raise CliError(
+                f"RabbitMQ at {redacted_url(self.conn.amqp_url)} refused the CLI's user (wrong "
+                "password, or no permission on this virtual host and topology prefix)",
+                "use the CLI's own login (`metallo dev up` writes it; METALLO_AMQP_CREDENTIALS_FILE "
+                "names another) and the stack's METALLO_TOPOLOGY_PREFIX", Exit.USAGE,
+                code="broker-refused") from None
         except (TimeoutError, OSError, AMQPError) as exc:
             raise CliError(
                 f"cannot reach RabbitMQ at {redacted_url(self.conn.amqp_url)}: "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from metallo.devstack.components import Options, plan
 from metallo.devstack.layout import Layout
@@ -38,8 +39,21 @@ def main(argv: list[str] | None = None) -> int:
                            "Site Coordination serves)")
     grant.add_argument("--dir", required=True, help="the shared state volume")
     grant.add_argument("--site", default="lab-slurm")
+    broker = sub.add_parser("compose-broker", help="the compose stack's RabbitMQ users and "
+                            "the broker's definitions file (before RabbitMQ starts)")
+    broker.add_argument("--dir", required=True, help="the shared state volume")
+    broker.add_argument("--definitions", required=True, help="the broker's definitions file")
     args = parser.parse_args(argv)
     import os
+
+    if args.command == "compose-broker":
+        from metallo.devstack.compose import give_to_services
+        from metallo.devstack.compose_broker import make_principals
+
+        users = make_principals(args.dir, args.definitions)
+        give_to_services(Layout(Path(args.dir)))
+        print(f"RabbitMQ users: {', '.join(users)}")
+        return 0
 
     if args.command == "compose-setup":
         from metallo.devstack.compose import setup as compose_setup
@@ -63,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     layout = Layout.default()
     options = Options(executor=args.executor, edge_port=args.edge_port,
-                      amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
+                      amqp_url=os.environ.get("METALLO_DEV_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
                       kubernetes=args.kubernetes)
     components, missing = plan(layout, options)

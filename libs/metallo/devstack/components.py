@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from metallo.devstack.k8s_lab import lab_state
 from metallo.devstack.layout import REPO_ROOT, Layout
-from metallo.devstack.rabbitmq import broker_url, principal
+from metallo.devstack.rabbitmq import DEV_AMQP_URL, broker_url, principal
 from metallo.messaging.topology import Topology
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
@@ -30,11 +30,16 @@ OPS_COMPONENTS = (*SERVICES, "site_runtime", "site_runtime_k8s")
 @dataclass(frozen=True)
 class Options:
     """Choices of one ``dev up``: executor (local|slurm) of the ``site_id`` Runtime, edge
-    port, broker, prefix, and whether a second Runtime serves the Kubernetes lab's Site."""
+    port, broker, prefix, and whether a second Runtime serves the Kubernetes lab's Site.
+
+    ``amqp_url`` names the broker and the stack's own virtual host
+    (``METALLO_DEV_AMQP_URL``, default ``DEV_AMQP_URL``). Every component connects as
+    its own RabbitMQ user (``devstack.rabbitmq``), never with credentials in this URL;
+    the operator's requests use them when the URL has any, else the CLI's user."""
 
     executor: str
     edge_port: int = 8443
-    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    amqp_url: str = DEV_AMQP_URL
     topology_prefix: str = ""
     site_id: str = "lab-slurm"
     kubernetes: bool = False

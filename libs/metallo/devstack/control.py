@@ -123,7 +123,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     if not kubernetes:
         say("warning: no Runtime serves lab-k8s (the Kubernetes lab is not running)")
     options = Options(executor=chosen, edge_port=edge_port,
-                      amqp_url=os.environ.get("METALLO_AMQP_URL", Options.amqp_url),
+                      amqp_url=os.environ.get("METALLO_DEV_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
                       kubernetes=kubernetes)
     say(f"executor: {chosen}")

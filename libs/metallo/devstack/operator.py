@@ -65,14 +65,29 @@ class OperatorLoginError(RuntimeError):
     """The dev stack's operator could not obtain a member token."""
 
 
+def operator_broker_url(layout: Layout, options: Options) -> str:
+    """The operator speaks as a member client: the CLI's RabbitMQ user (``dev up`` made
+    it) on the stack's virtual host. An ``options.amqp_url`` that carries its own
+    credentials is used as it is (a test's own principal)."""
+    from urllib.parse import urlsplit
+
+    from metallo.devstack.rabbitmq import CLI, broker_url
+
+    if urlsplit(options.amqp_url).password is not None:
+        return options.amqp_url
+    return broker_url(layout, options.amqp_url, CLI)
+
+
 async def operator_request(options: Options, message: Message,
                            timeout: float = REQUEST_TIMEOUT_SECONDS,
                            layout: Layout | None = None) -> Message:
     """Send one operator request on the stack's broker with the operator's member token
     (the owner takes the acting member from it); the typed reply. Raises
     OperatorLoginError and the client's Rejected / OutcomeUncertain / ServiceUnavailable."""
-    token = await asyncio.to_thread(operator_token, layout or Layout.default(), options)
-    client = RequestClient(options.amqp_url, Topology(prefix=options.topology_prefix))
+    layout = layout or Layout.default()
+    token = await asyncio.to_thread(operator_token, layout, options)
+    client = RequestClient(operator_broker_url(layout, options),
+                           Topology(prefix=options.topology_prefix))
     await client.start()
     try:
         return await client.request(message, timeout=timeout, member_token=token)

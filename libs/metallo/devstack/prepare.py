@@ -23,7 +23,7 @@ from metallo.devstack.components import (
     runnable,
 )
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
-from metallo.devstack.rabbitmq import BrokerUsersError, ensure_users
+from metallo.devstack.rabbitmq import GO_API, BrokerUsersError, broker_url, ensure_users, vhost_of
 
 
 class PrepareError(Exception):
@@ -109,17 +109,16 @@ def ensure_git_credentials(layout: Layout, options: Options) -> None:
         {f"127.0.0.1:{options.edge_port}": {"username": "operator", "secret": token}}))
 
 
-async def ensure_notifications_queue(options: Options) -> str:
+async def ensure_notifications_queue(options: Options, url: str) -> str:
     """Declare the bounded queue bound to every event (``api_notifications.events``,
     :mod:`metallo.messaging.notifications`), standing in for the Go API's bridge so
     that events no platform service consumes (e.g. ``RunAccepted``) stay routable:
     the outbox relay would otherwise retry them and hold back the Run's later
-    messages."""
+    messages. ``url`` is the Go API's login (the bridge queue is its own)."""
     from metallo.messaging import Topology
     from metallo.messaging.notifications import declare_notifications_queue
 
-    return await declare_notifications_queue(options.amqp_url,
-                                             Topology(prefix=options.topology_prefix))
+    return await declare_notifications_queue(url, Topology(prefix=options.topology_prefix))
 
 
 def ensure_lab_accounts(layout: Layout) -> list[str]:
@@ -170,16 +169,21 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     say("migrating the service databases")
     migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
-    notifications = await ensure_notifications_queue(options)
-    say(f"notifications queue: {notifications}")
-    ca = await asyncio.to_thread(ensure_certificates, layout)
-    say(f"development CA: {ca}")
-    ensure_git_credentials(layout, options)
+    if vhost_of(options.amqp_url) == "/":
+        raise PrepareError("the dev stack runs on its own RabbitMQ virtual host, never on `/` "
+                           "(where `guest` has every right): set METALLO_DEV_AMQP_URL to e.g. "
+                           "amqp://127.0.0.1:5672/metallo-dev, or leave it unset")
     try:
         users = await ensure_users(layout, options.amqp_url, SERVICES, options.topology_prefix)
     except BrokerUsersError as exc:
         raise PrepareError(str(exc)) from None
-    say(f"RabbitMQ users: {', '.join(users)}")
+    say(f"RabbitMQ virtual host {vhost_of(options.amqp_url)}, users: {', '.join(users)}")
+    notifications = await ensure_notifications_queue(
+        options, broker_url(layout, options.amqp_url, GO_API))
+    say(f"notifications queue: {notifications}")
+    ca = await asyncio.to_thread(ensure_certificates, layout)
+    say(f"development CA: {ca}")
+    ensure_git_credentials(layout, options)
     say(f"lab issuer logins: {', '.join(await asyncio.to_thread(ensure_lab_accounts, layout))}")
     if options.kubernetes:
         # The Kubernetes lab runs Pods as member users: they read the CA (public) here.

@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from metallo.messaging.broker import amqp_url_from_environment
+
 
 async def queue_consumed(amqp_url: str, queue: str) -> bool:
     """True when ``queue`` exists with ≥ 1 consumer (passive declare, 5 s timeout)."""
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         name = os.environ.get("METALLO_TOPOLOGY_PREFIX", "") + args[1]
         ok = asyncio.run(queue_consumed(
-            os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), name))
+            amqp_url_from_environment(), name))
     print(f"{args[0]} {args[1]}: {'ok' if ok else 'not ready'}")
     return 0 if ok else 1
 

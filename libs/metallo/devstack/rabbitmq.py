@@ -1,11 +1,18 @@
 """RabbitMQ principals of the dev stack: one user per service and one for the Go API,
 each allowed only its own queues and exchanges (docs/operators.md, Trust boundaries).
 
+The stack runs on its own virtual host (:data:`DEV_VHOST`, ADR 0030) on which only
+these users have permissions: the broker's ``guest`` has none there, so a local
+process logging in as ``guest`` can neither read the stack's queues nor publish a
+command to it. ``guest`` on ``/`` is left as the machine has it.
+
 ``ensure_users`` imports the users and their permissions with ``rabbitmqctl
 import_definitions`` reading standard input (as root on the RabbitMQ host): the
 passwords never appear on a command line, in a file RabbitMQ reads, or in a log.
 They are kept in ``secrets/rabbitmq-users.json`` (mode 0600) and reused by the
-next ``dev up``. RabbitMQ stores only salted SHA-256 hashes.
+next ``dev up``; the CLI's own login alone is also written to
+``secrets/rabbitmq-cli.json`` (0600), which ``metallo`` reads. RabbitMQ stores
+only salted SHA-256 hashes.
 
 Permission patterns (configure / write / read, regular expressions over
 exchange and queue names, under the topology prefix ``P``):
@@ -13,9 +20,15 @@ exchange and queue names, under the topology prefix ``P``):
 * a service ``ctx``: configure and read ``P(metallo.commands|metallo.events|ctx.*|
   metallo.reply.*)``; write the same plus ``amq.default`` (replies and retries go
   through the default exchange);
-* the Go API (and any member client, e.g. ``metallo-cli``): configure and read its
-  reply queues ``Pmetallo.reply.*`` and the commands exchange, write only
-  ``Pmetallo.commands``.
+* a member client (``metallo-cli``): configure its reply queues ``Pmetallo.reply.*``
+  and the commands exchange, read only its reply queues, write only
+  ``Pmetallo.commands``: it cannot bind a queue to either exchange, so it never
+  sees another requester's commands (and their member tokens) or the events;
+* the Go API: the same, plus its event bridge queue ``Papi_notifications.*`` bound
+  to ``Pmetallo.events`` (configure and read the exchange, all three on the queue).
+
+``prefix`` is a literal topology prefix; ``prefix_regex`` (tests) a regular
+expression every prefix of a family of namespaces matches.
 """
 
 from __future__ import annotations
@@ -29,18 +42,21 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from metallo.devstack.layout import Layout, write_secret
 
 GO_API = "metallo-go-api"
 CLI = "metallo-cli"
 USERS_FILE = "rabbitmq-users.json"
+CLI_LOGIN_FILE = "rabbitmq-cli.json"
+DEV_VHOST = "metallo-dev"
+DEV_AMQP_URL = f"amqp://127.0.0.1:5672/{DEV_VHOST}"
 
 
-def principal(service: str) -> str:
+def principal(service: str, user_prefix: str = "metallo-") -> str:
     """The RabbitMQ user of ``service`` (``execution_core`` → ``metallo-execution-core``)."""
-    return "metallo-" + service.replace("_", "-")
+    return user_prefix + service.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -52,21 +68,36 @@ class Permissions:
     read: str
 
 
-def service_permissions(service: str, prefix: str = "") -> Permissions:
+def _prefix(prefix: str, prefix_regex: str | None) -> str:
+    return prefix_regex if prefix_regex is not None else re.escape(prefix)
+
+
+def service_permissions(service: str, prefix: str = "", *,
+                        prefix_regex: str | None = None) -> Permissions:
     """Least privilege of ``service``: its own queues, the two exchanges, reply queues."""
-    p = re.escape(prefix)
+    p = _prefix(prefix, prefix_regex)
     own = (rf"^{p}(metallo\.commands|metallo\.events|{re.escape(service)}\..*"
            rf"|metallo\.reply\..*)$")
     return Permissions(configure=own, write=own + r"|^amq\.default$", read=own)
 
 
-def client_permissions(prefix: str = "") -> Permissions:
-    """A requester that owns nothing (the Go API, a member client): publish commands and
-    queries, consume its own reply queues."""
-    p = re.escape(prefix)
+def client_permissions(prefix: str = "", *, prefix_regex: str | None = None) -> Permissions:
+    """A requester that owns nothing (a member client): publish commands and queries,
+    consume its own reply queues; no binding to any exchange."""
+    p = _prefix(prefix, prefix_regex)
     return Permissions(configure=rf"^{p}(metallo\.commands|metallo\.reply\..*)$",
                        write=rf"^{p}metallo\.commands$",
-                       read=rf"^{p}(metallo\.commands|metallo\.reply\..*)$")
+                       read=rf"^{p}metallo\.reply\..*$")
+
+
+def go_api_permissions(prefix: str = "", *, prefix_regex: str | None = None) -> Permissions:
+    """The Go API: a requester (:func:`client_permissions`) that also keeps its event
+    bridge queue ``api_notifications.*`` bound to the events exchange."""
+    p = _prefix(prefix, prefix_regex)
+    return Permissions(
+        configure=rf"^{p}(metallo\.commands|metallo\.events|metallo\.reply\..*|api_notifications\..*)$",
+        write=rf"^{p}(metallo\.commands|api_notifications\..*)$",
+        read=rf"^{p}(metallo\.events|metallo\.reply\..*|api_notifications\..*)$")
 
 
 def password_hash(password: str) -> str:
@@ -76,8 +107,10 @@ def password_hash(password: str) -> str:
 
 
 def definitions(users: dict[str, tuple[str, Permissions]], vhost: str = "/") -> dict:
-    """The ``import_definitions`` document for ``{name: (password, permissions)}``."""
+    """The ``import_definitions`` document for ``{name: (password, permissions)}`` on
+    ``vhost`` (created when missing; no other user gets a permission there)."""
     return {
+        "vhosts": [{"name": vhost}],
         "users": [{"name": n, "password_hash": password_hash(pw), "tags": [],
                    "hashing_algorithm": "rabbit_password_hashing_sha256"}
                   for n, (pw, _perm) in users.items()],
@@ -114,6 +147,19 @@ def delete_user(name: str) -> None:
     subprocess.run([tool, "delete_user", name], capture_output=True, timeout=60, check=False)
 
 
+def delete_vhost(name: str) -> None:
+    """``rabbitmqctl delete_vhost name`` with its queues (for tests that made their own)."""
+    if name in ("/", ""):
+        raise ValueError("the default virtual host is never deleted")
+    tool = shutil.which("rabbitmqctl") or "rabbitmqctl"
+    subprocess.run([tool, "delete_vhost", name], capture_output=True, timeout=60, check=False)
+
+
+def vhost_of(amqp_url: str) -> str:
+    """The virtual host an AMQP URL names (``/`` when its path is empty)."""
+    return unquote(urlsplit(amqp_url).path[1:]) or "/"
+
+
 def with_user(amqp_url: str, user: str, password: str) -> str:
     """``amqp_url`` with its credentials replaced by ``user``/``password``."""
     parts = urlsplit(amqp_url)
@@ -142,11 +188,13 @@ async def wait_until_accepted(url: str, seconds: float = 20.0) -> None:
         return
 
 
-def stack_principals(services: tuple[str, ...], prefix: str) -> dict[str, Permissions]:
-    """Every dev-stack user and its permissions: the services, the Go API, the CLI."""
-    users = {principal(s): service_permissions(s, prefix) for s in services}
-    users[GO_API] = client_permissions(prefix)
-    users[CLI] = client_permissions(prefix)
+def stack_principals(services: tuple[str, ...], prefix: str,
+                     user_prefix: str = "metallo-") -> dict[str, Permissions]:
+    """Every dev-stack user and its permissions: the services, the Go API, the CLI
+    (``user_prefix`` other than ``metallo-``: a test's own users)."""
+    users = {principal(s, user_prefix): service_permissions(s, prefix) for s in services}
+    users[principal("go_api", user_prefix)] = go_api_permissions(prefix)
+    users[principal("cli", user_prefix)] = client_permissions(prefix)
     return users
 
 
@@ -171,14 +219,18 @@ def broker_url(layout: Layout, amqp_url: str, user: str) -> str:
 
 
 async def ensure_users(layout: Layout, amqp_url: str, services: tuple[str, ...],
-                       prefix: str = "") -> list[str]:
-    """Create (or update) every dev-stack user with its permissions; return their names."""
-    wanted = stack_principals(services, prefix)
+                       prefix: str = "", user_prefix: str = "metallo-") -> list[str]:
+    """Create (or update) every dev-stack user with its permissions on ``amqp_url``'s
+    virtual host (created when missing); return their names."""
+    wanted = stack_principals(services, prefix, user_prefix)
     passwords = stored_passwords(layout)
     for name in wanted:
         passwords.setdefault(name, secrets.token_urlsafe(24))
     write_secret(layout.secrets / USERS_FILE, json.dumps(passwords, indent=1))
-    vhost = urlsplit(amqp_url).path.lstrip("/") or "/"
+    cli = principal("cli", user_prefix)
+    write_secret(layout.secrets / CLI_LOGIN_FILE,
+                 json.dumps({"username": cli, "password": passwords[cli]}))
+    vhost = vhost_of(amqp_url)
     document = definitions({n: (passwords[n], perm) for n, perm in wanted.items()}, vhost)
     await asyncio.to_thread(import_definitions, document)
     for name in wanted:

@@ -169,7 +169,9 @@ class Supervisor:
         kind, _, target = component.ready.partition(":")
         if kind == "queue":
             # Consumed, not merely declared: a durable queue outlives the stack that made it.
-            return await queue_consumed(self.options.amqp_url,
+            # Asked as the component's own user: no other user has rights on the stack's
+            # virtual host.
+            return await queue_consumed(component.env.get("METALLO_AMQP_URL", self.options.amqp_url),
                                         self.options.topology_prefix + target)
         if kind == "https":
             return await https_ok(target, self.layout.certs / "ca.pem")

@@ -8,7 +8,10 @@ back instead of an ack), quiet logging, a bounded connect timeout.
 from __future__ import annotations
 
 import logging
-from urllib.parse import unquote, urlsplit
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from aiormq.abc import DeliveredMessage
 from faststream.rabbit import Channel, ExchangeType, RabbitBroker, RabbitExchange, RabbitQueue
@@ -50,3 +53,32 @@ def principal_of(amqp_url: str) -> str:
     sender's proven principal (``metallo.messaging.intake``)."""
     user = urlsplit(amqp_url).username
     return unquote(user) if user else "guest"
+
+
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
+
+def amqp_url_from_environment(environ: Mapping[str, str] | None = None,
+                              default: str = DEFAULT_AMQP_URL) -> str:
+    """The broker URL a service connects with: ``METALLO_AMQP_URL``; when
+    ``METALLO_AMQP_PASSWORD_FILE`` names a file, its first line is the password (kept
+    out of the environment and command lines) of ``METALLO_AMQP_USER`` (default: the
+    URL's user). Raises ValueError when the file cannot be read or is empty, or when
+    no user is named."""
+    env = os.environ if environ is None else environ
+    url = env.get("METALLO_AMQP_URL") or default
+    password_file = env.get("METALLO_AMQP_PASSWORD_FILE")
+    if not password_file:
+        return url
+    try:
+        password = Path(password_file).read_text(encoding="utf-8").splitlines()[0].strip()
+    except (OSError, IndexError, UnicodeDecodeError):
+        raise ValueError(f"METALLO_AMQP_PASSWORD_FILE {password_file} cannot be read or is empty") from None
+    parts = urlsplit(url)
+    user = env.get("METALLO_AMQP_USER") or (unquote(parts.username) if parts.username else "")
+    if not user or not password:
+        raise ValueError("METALLO_AMQP_PASSWORD_FILE needs a user: set METALLO_AMQP_USER")
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.hostname or '127.0.0.1'}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, parts.fragment))

@@ -30,11 +30,11 @@ from aio_pika.exceptions import ChannelInvalidStateError
 from faststream.rabbit import RabbitBroker
 
 from metallo.messaging.broker import durable_queue, make_broker, principal_of, topic_exchange
+from metallo.messaging.dispatch_rows import backoff_seconds
 from metallo.messaging.envelope import Envelope, decode
 from metallo.messaging.errors import PoisonMessage
 from metallo.messaging.intake import MEMBER_TOKEN_HEADER, SENDER_HEADER
 from metallo.messaging.registry import load_all_messages
-from metallo.messaging.relay import backoff_seconds
 from metallo.messaging.topology import Topology
 from metallo.operations.metrics import DEAD_LETTERED, REDELIVERED, RETRIED
 

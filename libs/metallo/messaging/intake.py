@@ -48,14 +48,30 @@ MEMBER_TOKEN_HEADER = "authorization"
 SENDER_HEADER = "x-metallo-sender"
 MAX_HEADER_CHARS = 16_384
 
-DEFAULT_ASSERTERS = (
-    "metallo-go-api=*;"
-    "metallo-pipeline-coordination=metallo.execution_core.v1.LaunchRun,"
-    "metallo.execution_core.v1.CancelRun,metallo.execution_core.v1.GetRun,"
-    "metallo.workload_portfolio.v1.PrepareAction,metallo.workload_portfolio.v1.PrepareBranch;"
-    "metallo-execution-core=metallo.site_coordination.v1.AppendSiteCommand,"
-    "metallo.workload_portfolio.v1.GetWorkloadRevision"
-)
+#: What each trusted principal may assert (ADR 0026), by role: the Go API everything;
+#: Pipeline Coordination what continues a Pipeline; Execution Core a Run's Site commands.
+ASSERTION_ROLES: dict[str, tuple[str, ...]] = {
+    "go_api": ("*",),
+    "pipeline_coordination": (
+        "metallo.execution_core.v1.LaunchRun", "metallo.execution_core.v1.CancelRun",
+        "metallo.execution_core.v1.GetRun", "metallo.workload_portfolio.v1.PrepareAction",
+        "metallo.workload_portfolio.v1.PrepareBranch"),
+    "execution_core": (
+        "metallo.site_coordination.v1.AppendSiteCommand",
+        "metallo.workload_portfolio.v1.GetWorkloadRevision"),
+}
+
+
+def assertion_grants_text(principals: Mapping[str, str]) -> str:
+    """``METALLO_BUS_ASSERTERS`` for ``{role: RabbitMQ user}`` (roles of
+    :data:`ASSERTION_ROLES`; a role missing from ``principals`` gets no grant)."""
+    return ";".join(f"{principals[role]}={','.join(patterns)}"
+                    for role, patterns in ASSERTION_ROLES.items() if role in principals)
+
+
+DEFAULT_ASSERTERS = assertion_grants_text({
+    "go_api": "metallo-go-api", "pipeline_coordination": "metallo-pipeline-coordination",
+    "execution_core": "metallo-execution-core"})
 
 
 @dataclass(frozen=True)

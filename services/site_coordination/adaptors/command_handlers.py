@@ -13,13 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from metallo.messaging import CommandServer, Rejected, Topology
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
 from site_coordination.adaptors.audit import TRAIL, register_audit_query
+from site_coordination.adaptors.lab_git.tokens import LabSourceControl
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
+from site_coordination.adaptors.run_ends_store import PostgresRunEnds
 from site_coordination.application.operators import (
     operator_create_grant,
     operator_list_grants,
     operator_revoke_grant,
 )
 from site_coordination.application.ports import AuthorityUnavailable, OperatorAuthority
+from site_coordination.application.run_ends import earlier_attempts_ended
 from site_coordination.application.streams import append_command
 from site_coordination.domain.errors import Refusal
 from site_coordination.domain.grants import CommandGrant
@@ -67,10 +70,14 @@ def build_command_server(engine: AsyncEngine, amqp_url: str, topology: Topology,
     @server.command(sc_pb2.AppendSiteCommand)
     async def append(session: AsyncSession, command: sc_pb2.AppendSiteCommand
                      ) -> sc_pb2.AppendSiteCommandReply:
+        store = PostgresSiteStore(session)
         try:
-            stored = await append_command(PostgresSiteStore(session), command)
+            stored = await append_command(store, command)
         except Refusal as exc:
             raise Rejected(exc.code, exc.message) from exc
+        # A later Attempt of the Run: every earlier one has ended, and its grants with it.
+        await earlier_attempts_ended(PostgresRunEnds(session), LabSourceControl(session), store,
+                                     stored.run_id, stored.attempt_number)
         return sc_pb2.AppendSiteCommandReply(
             command_id=stored.command_id, site_id=stored.stream.site_id,
             environment=stored.stream.environment, sequence=stored.sequence,

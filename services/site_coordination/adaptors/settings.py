@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from metallo.messaging.broker import amqp_url_from_environment
 from metallo.persistence.engine import database_url
 from site_coordination.adaptors.deferral_catalogue import DEFAULT_PATH as DEFAULT_DEFERRALS
 from site_coordination.adaptors.edge.app import EdgeSettings
@@ -61,7 +62,7 @@ class Settings:
         env = os.environ.get
         return cls(
             database_url=database_url("site_coordination"),
-            amqp_url=env("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+            amqp_url=amqp_url_from_environment(),
             topology_prefix=env("METALLO_TOPOLOGY_PREFIX", ""),
             serve=ServeOptions(
                 host=env("METALLO_SITE_EDGE_HOST", "127.0.0.1"),

@@ -60,6 +60,7 @@ site_commands = Table(
     Column("result_recorded_at", DateTime(timezone=True), nullable=True),
     UniqueConstraint("site_id", "environment", "sequence", name="site_commands_stream_sequence"),
     Index("site_commands_attempt", "attempt_id"),
+    Index("site_commands_run", "run_id", "attempt_number"),
 )
 
 command_grants = Table(
@@ -116,6 +117,17 @@ ended_runs = Table(
     "ended_runs", metadata,
     Column("run_id", Text, primary_key=True),
     Column("outcome", Text, nullable=False),
+    Column("noticed_at", DateTime(timezone=True), nullable=False, server_default=_now),
+)
+
+# Attempts Site Coordination knows have ended: a result that ends the Attempt, or a
+# later Attempt of its Run appended (one Attempt of a Run at a time). Their repository
+# grants are over.
+ended_attempts = Table(
+    "ended_attempts", metadata,
+    Column("attempt_id", Text, primary_key=True),
+    Column("run_id", Text, nullable=False),
+    Column("reason", Text, nullable=False),  # result | superseded
     Column("noticed_at", DateTime(timezone=True), nullable=False, server_default=_now),
 )
 

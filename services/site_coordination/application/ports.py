@@ -138,7 +138,8 @@ class SiteStore(Protocol):
 
 
 class RunEnds(Protocol):
-    """Runs Execution Core said ended (``RunCompleted``), inside one transaction."""
+    """Runs Execution Core said ended (``RunCompleted``) and Attempts known to have
+    ended, inside one transaction."""
 
     async def record_run_end(self, run_id: str, outcome: str) -> bool:
         """Record the Run's end once; True when new."""
@@ -149,6 +150,18 @@ class RunEnds(Protocol):
     async def outstanding_grants(self, run_id: str) -> list[tuple[str, str]]:
         """``(grant_id, provider_ref)`` of the Run's unrevoked repository grants,
         locked for this transaction."""
+        ...
+    async def record_attempt_end(self, attempt_id: str, run_id: str, reason: str) -> bool:
+        """Record the Attempt's end once (``reason``: result | superseded); True when new."""
+        ...
+    async def attempt_ended(self, attempt_id: str) -> bool:
+        """Whether the Attempt's end is recorded."""
+        ...
+    async def earlier_open_attempts(self, run_id: str, attempt_number: int) -> list[str]:
+        """Attempts of the Run numbered below ``attempt_number`` whose end is not recorded."""
+        ...
+    async def outstanding_attempt_grants(self, attempt_id: str) -> list[tuple[str, str]]:
+        """As :meth:`outstanding_grants`, for one Attempt."""
         ...
 
 

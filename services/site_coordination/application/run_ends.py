@@ -1,18 +1,26 @@
-"""A Run's end ends its repository grants (seed 001: repository grants are limited
-to outstanding Attempts; docs/site-edge.md, Repository grants).
+"""An Attempt's end and its Run's end end their repository grants (seed 001: repository
+grants are limited to outstanding Attempts; docs/site-edge.md, Repository grants).
 
-Execution Core's ``RunCompleted`` is committed with the Run's terminal state, so
-every Attempt of the Run is terminal by then. Site Coordination revokes the Run's
-outstanding grants itself on that event — not only when a Runtime remembers to —
-and issues none for the Run afterwards.
+Site Coordination revokes the outstanding grants itself — not only when a Runtime
+remembers to — and issues none afterwards, when
+
+* a result recorded at the edge ends the Attempt (a terminal phase, a refused
+  ``prepare``/``start``/``apply``);
+* a command of a later Attempt of the same Run is appended: a Run has one Attempt
+  at a time, so a retry means every earlier Attempt has ended (also one that ended
+  without a result, e.g. lost);
+* Execution Core's ``RunCompleted`` (committed with the Run's terminal state) says
+  the Run ended.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from site_coordination.application.ports import RunEnds, SiteStore, SourceControl
 from site_coordination.domain.errors import Conflict
+from site_coordination.domain.streams import StoredCommand, result_ends_attempt
 
 log = logging.getLogger("site_coordination.run_ends")
 
@@ -36,8 +44,50 @@ async def run_ended(ends: RunEnds, store: SiteStore, source_control: SourceContr
     return len(outstanding)
 
 
-async def refuse_after_run_end(ends: RunEnds, run_id: str) -> None:
-    """Raise :class:`Conflict` ``attempt-completed`` when the Run has ended."""
+async def attempt_ended(ends: RunEnds, source_control: SourceControl, store: SiteStore,
+                        run_id: str, attempt_id: str, reason: str) -> int:
+    """Record that ``attempt_id`` (of ``run_id``) ended for ``reason`` (result |
+    superseded) and revoke its outstanding repository grants in the caller's
+    transaction. Returns how many were revoked (0 on a repeat)."""
+    await ends.record_attempt_end(attempt_id, run_id, reason)
+    outstanding = await ends.outstanding_attempt_grants(attempt_id)
+    for grant_id, provider_ref in outstanding:
+        await source_control.revoke(provider_ref)
+        await store.revoke_repository_grant(grant_id)
+    if outstanding:
+        log.info("Attempt %s of Run %s ended (%s): revoked %d repository grant(s)",
+                 attempt_id, run_id, reason, len(outstanding))
+    return len(outstanding)
+
+
+async def result_recorded(ends: RunEnds, source_control: SourceControl, store: SiteStore,
+                          command: StoredCommand, result: dict[str, Any]) -> int:
+    """A result of ``command`` was just recorded: when it ends the Attempt
+    (:func:`result_ends_attempt`), :func:`attempt_ended` (``result``). Returns how many
+    grants were revoked."""
+    if not result_ends_attempt(command.kind, result):
+        return 0
+    return await attempt_ended(ends, source_control, store, command.run_id,
+                               command.attempt_id, "result")
+
+
+async def earlier_attempts_ended(ends: RunEnds, source_control: SourceControl,
+                                 store: SiteStore, run_id: str, attempt_number: int) -> int:
+    """A command of Attempt ``attempt_number`` of ``run_id`` was appended: end every
+    earlier Attempt of the Run not yet ended (:func:`attempt_ended`, ``superseded``).
+    Returns how many grants were revoked."""
+    revoked = 0
+    for earlier in await ends.earlier_open_attempts(run_id, attempt_number):
+        revoked += await attempt_ended(ends, source_control, store, run_id, earlier, "superseded")
+    return revoked
+
+
+async def refuse_after_run_end(ends: RunEnds, run_id: str, attempt_id: str = "") -> None:
+    """Raise :class:`Conflict` ``attempt-completed`` when the Run, or the Attempt
+    ``attempt_id``, has ended."""
     if await ends.run_ended(run_id):
         raise Conflict("attempt-completed",
                        "the Attempt's Run has ended; its repository grants are over")
+    if attempt_id and await ends.attempt_ended(attempt_id):
+        raise Conflict("attempt-completed",
+                       "the Attempt has ended; its repository grants are over")

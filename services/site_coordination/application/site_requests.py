@@ -137,7 +137,7 @@ async def issue_repository_grant(store: SiteStore, ends: RunEnds, authority: Pro
     (409 ``attempt-completed``) once the Attempt or its Run has ended.
     """
     attempt = await _attempt(store, grant, attempt_id)
-    await refuse_after_run_end(ends, attempt.run_id)
+    await refuse_after_run_end(ends, attempt.run_id, attempt.attempt_id)
     facts = authority.facts(attempt.project, str(attempt.member.get("id", "")),
                             grant.stream.site_id)
     now = await store.now()

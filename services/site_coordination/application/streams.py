@@ -140,6 +140,7 @@ class ResultAnswer:
     recorded: bool
     grant: CommandGrant
     next: StoredCommand | None = None
+    command: StoredCommand | None = None  # the command whose result it is
 
 
 async def record_result_for(store: SiteStore, events: EventPublisher, authorization: str | None,
@@ -160,7 +161,8 @@ async def record_result_for(store: SiteStore, events: EventPublisher, authorizat
     recorded, handed = await _record(store, events, grant, found, sequence, result, deliver_next)
     if deliver_next and not recorded:
         handed = await store.deliver_next(grant.stream)  # a replay: hand out the current next
-    return ResultAnswer(recorded=recorded, grant=grant, next=handed)
+    return ResultAnswer(recorded=recorded, grant=grant, next=handed,
+                        command=found[0] if found is not None else None)
 
 
 async def _record(store: SiteStore, events: EventPublisher, grant: CommandGrant,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metallo.environment_policy import EnvironmentPolicy
+from metallo.messaging.broker import amqp_url_from_environment
 from metallo.persistence.engine import database_url
 from metallo.repository_policy import RepositoryPolicy
 from workload_portfolio.adaptors.git_source import Credential, HostCredentials
@@ -62,7 +63,7 @@ class Settings:
                 creds[host.lower()] = Credential(username=str(c["username"]), secret=str(c["secret"]))
         return cls(
             database_url=database_url("workload_portfolio"),
-            amqp_url=os.environ.get("METALLO_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+            amqp_url=amqp_url_from_environment(),
             governance_file=Path(os.environ.get("METALLO_GOVERNANCE_FILE", ROOT / "examples" / "governance.yaml")),
             topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
             git_timeout_seconds=float(os.environ.get("METALLO_GIT_TIMEOUT_SECONDS", "60")),

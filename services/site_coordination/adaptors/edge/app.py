@@ -30,7 +30,7 @@ from site_coordination.adaptors.edge.errors import install_error_handlers
 from site_coordination.adaptors.edge.notifier import StreamNotifier
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.run_ends_store import PostgresRunEnds
-from site_coordination.application import site_requests, streams
+from site_coordination.application import run_ends, site_requests, streams
 from site_coordination.application.grants import authenticate
 from site_coordination.application.ports import (
     EventPublisher,
@@ -209,11 +209,17 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         with it). 409 ``result-conflict`` / ``command-not-delivered``. With ``next_wait``
         the answer also carries ``next``: the following command or null."""
         svc = _svc(request)
+        result = body.model_dump(mode="json")
         async with svc.sessions.begin() as session:
+            store = PostgresSiteStore(session)
             answer = await streams.record_result_for(
-                PostgresSiteStore(session), svc.events(session),
-                request.headers.get("authorization"), sequence, body.model_dump(mode="json"),
-                deliver_next=next_wait is not None)
+                store, svc.events(session), request.headers.get("authorization"), sequence,
+                result, deliver_next=next_wait is not None)
+            if answer.recorded and answer.command is not None:
+                # A result that ends its Attempt ends the Attempt's repository grants.
+                await run_ends.result_recorded(PostgresRunEnds(session),
+                                               svc.source_control(session), store,
+                                               answer.command, result)
         if next_wait is None:
             return JSONResponse({"recorded": answer.recorded})
         handed = answer.next

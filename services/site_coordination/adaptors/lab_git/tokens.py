@@ -4,7 +4,8 @@ lab adapter that issues and revokes them (seed 001, Repository grants).
 A stage-in grant may fetch; a stage-out grant may fetch and push; each names one
 repository path (``demo.git`` or ``group/demo.git``). Tokens are stored as SHA-256.
 A token is refused once its grant's Attempt has ended — a result that ends the
-Attempt, or its Run's ``RunCompleted`` — even before the grant is revoked.
+Attempt, a later Attempt of its Run, or its Run's ``RunCompleted`` — even before the
+grant is revoked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from metallo.persistence.prebuilt import set_clause
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
-from site_coordination.adaptors.tables import ended_runs, lab_git_tokens, repository_grants
+from site_coordination.adaptors.tables import (
+    ended_attempts,
+    ended_runs,
+    lab_git_tokens,
+    repository_grants,
+)
 from site_coordination.application.ports import IssuedCredential
 from site_coordination.domain.errors import Conflict
 from site_coordination.domain.grants import is_repository_token, new_repository_token, secret_hash
@@ -32,6 +38,8 @@ _TOKEN = select(
     lab_git_tokens, (lab_git_tokens.c.expires_at > func.now()).label("live"),
     repository_grants.c.attempt_id,
     exists().where(ended_runs.c.run_id == repository_grants.c.run_id).label("run_ended"),
+    exists().where(ended_attempts.c.attempt_id == repository_grants.c.attempt_id)
+    .label("attempt_ended"),
 ).select_from(lab_git_tokens.outerjoin(
     repository_grants, repository_grants.c.grant_id == lab_git_tokens.c.username,
 )).where(lab_git_tokens.c.username == bindparam("w_username"))
@@ -116,7 +124,7 @@ async def check_token(session: AsyncSession, username: str, token: str) -> Acces
         raise TokenRefused("token-revoked")
     if not row.live:
         raise TokenRefused("token-expired")
-    if row.run_ended:
+    if row.run_ended or row.attempt_ended:
         raise TokenRefused("attempt-ended")
     if row.attempt_id is not None:
         found = await PostgresSiteStore(session).attempt(row.attempt_id)
