@@ -47,15 +47,18 @@ def up(executor: Annotated[str, typer.Option(
        edge_port: Annotated[int, typer.Option(min=1024, max=65535, help="Site edge port")] = 8443,
        fresh: Annotated[bool, typer.Option(
            "--fresh", help="drop the dev databases first (all dev Runs and Pipelines are lost)")] = False,
+       replicas: Annotated[int, typer.Option(
+           min=1, max=4, help="processes of each service (the Site Runtime runs once)")] = 1,
        output: opt.OutputOpt = Output.table) -> None:
-    """Migrate, make certificates and a runtime grant, start the services, the Site edge
-    and one Site Runtime under a supervisor (state in var/dev)."""
+    """Migrate, make certificates and a runtime grant, start the services (``--replicas``
+    processes of each), the Site edge and one Site Runtime under a supervisor (state in
+    var/dev)."""
     from metallo.devstack.control import StackError
     from metallo.devstack.control import up as stack_up
 
     try:
         state = stack_up(executor, foreground=foreground, edge_port=edge_port, fresh=fresh,
-                         say=_say)
+                         replicas=replicas, say=_say)
     except StackError as exc:
         if exc.usage:
             raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
