@@ -125,15 +125,15 @@ def status(output: opt.OutputOpt = Output.table) -> None:
             ready = comp.get("readiness")
             shown = ("" if ready is None else "  ready" if ready["ready"]
                      else f"  not ready ({not_ready_reason(ready)})")
-            out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
+            out.print(f"  {name:<24} {comp['state']:<10} pid {comp['pid']}  restarts "
                       f"{comp['restarts']}  {comp['log']}{shown}")
         for name in state.get("missing", []):
-            out.print(f"  {name:<22} not in this checkout")
+            out.print(f"  {name:<24} not in this checkout")
         if state.get("k8s_lab"):
             from metallo.devstack.k8s_lab import k8s_lab_status
 
             lab = k8s_lab_status()
-            out.print(f"  {'kubernetes lab':<22} {'running' if lab['running'] else 'stopped':<10} "
+            out.print(f"  {'kubernetes lab':<24} {'running' if lab['running'] else 'stopped':<10} "
                       f"{lab['detail']}  kubeconfig {lab['kubeconfig']}")
     if degraded is not None:
         if output is Output.json:

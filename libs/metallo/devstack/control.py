@@ -166,7 +166,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             for name, comp in state.get("components", {}).items():
                 if shown.get(name) != comp["state"]:
                     shown[name] = comp["state"]
-                    say(f"  {name:<22} {comp['state']}")
+                    say(f"  {name:<24} {comp['state']}")
             if state["status"] == "ready":
                 return state
             if state["status"] in ("failed", "stopped"):
