@@ -37,6 +37,7 @@ from metallo.operations.readiness import Readiness, started_check
 from metallo.operations.server import OpsServer
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.adaptors.edge.client import EdgeClient, EdgeSettings
+from site_runtime.adaptors.journal_metrics import journal_metrics
 from site_runtime.adaptors.native_metrics import measure_native_requests
 from site_runtime.application.delivery import JournalMismatch
 from site_runtime.application.ports import Closing, Supervising
@@ -157,7 +158,8 @@ async def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         loop.add_signal_handler(sig, stop.set)
     started = asyncio.Event()
     ops = OpsServer("site_runtime", Readiness({"worker": started_check(
-        started, "the worker has not started (supervision or journal recovery under way)")}))
+        started, "the worker has not started (supervision or journal recovery under way)")}),
+        collectors=[journal_metrics(state)])
     await ops.start()
     if isinstance(executor, Supervising):
         await executor.start_supervision()

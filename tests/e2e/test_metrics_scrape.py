@@ -1,7 +1,9 @@
 """Each process of the dev stack serves /metrics; scraped before, during and after a
 Run, the counters of the work it did moved: the launch and the preparation counted
 by outcome, Runs by phase, launch → native start observed, the Site stream and the
-Runtime's requests to the edge measured, every outbox backlog reported."""
+Runtime's requests to the edge measured, every outbox backlog reported; native end →
+Run completed observed, the Runtime's journals grown, Workload Portfolio's git fetches
+and the lab-k8s Runtime's Kubernetes API requests measured."""
 
 from __future__ import annotations
 
@@ -95,3 +97,19 @@ def test_counters_move_during_a_run(local_stack, scratch_repo):
     assert edge_answers(after["site_coordination"]) > edge_answers(before["site_coordination"])
     for name in SERVICES:
         assert ("metallo_outbox_backlog", frozenset({("service", name)})) in after[name], name
+
+    completed = "metallo_run_native_end_to_completed_seconds_count"  # local end notices
+    assert value(after["execution_core"], completed) >= value(before["execution_core"], completed) + 1
+    journaled = dict(journal="delivery", table="commands")
+    assert value(after["site_runtime"], "metallo_journal_rows", **journaled) >= \
+        value(before["site_runtime"], "metallo_journal_rows", **journaled) + 2  # prepare, start…
+    assert value(after["site_runtime"], "metallo_journal_bytes", journal="delivery") > 0
+    fetches = dict(target="git", method="fetch")  # PrepareAction read actions.yaml
+    assert value(after["workload_portfolio"], "metallo_native_request_seconds_count", **fetches) \
+        >= value(before["workload_portfolio"], "metallo_native_request_seconds_count", **fetches) + 1
+    if "site_runtime_k8s" in urls:  # its supervision lists the lab's objects all along
+        def kube(samples) -> float:
+            return sum(v for (name, labels), v in samples.items()
+                       if name == "metallo_native_request_seconds_count"
+                       and ("target", "kubernetes") in labels)
+        assert kube(after["site_runtime_k8s"]) > kube(before["site_runtime_k8s"])

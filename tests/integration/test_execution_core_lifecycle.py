@@ -67,6 +67,10 @@ async def test_queued_batch_whole_lifecycle(make_stack):
 
     kinds = [k for _, k in stack.site.kinds(run_id)]
     assert kinds == ["prepare", "start", "observe", "observe"]
+    # Each command names the one before it, so Site Coordination's replicas append them
+    # in this order whichever handles which first (ADR 0034).
+    sent = [c for c in stack.site.received if c.run_id == run_id]
+    assert [c.after_command_id for c in sent] == ["", *(c.metadata.command_id for c in sent[:-1])]
     prepare = json.loads(stack.site.received[0].payload_json)
     assert prepare["material_digest"] == attempt.material_digest
     assert prepare["member"] == {"id": "m-alice", "site_username": "alice", "account": "demo"}

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import select
 
+from execution_core.adaptors.metrics import run_metrics
 from execution_core.adaptors.tables import attempts
 from tests.integration.execution_core_support import FAST, result, stack_factory
 
@@ -55,6 +56,13 @@ async def test_a_notice_ends_a_finished_run_at_once_through_one_observe(make_sta
     noticed_at, after_seq = await _notice_columns(stack, start.attempt_id)
     assert noticed_at is not None and after_seq > 0  # after the start command
     stack.site.assert_no_duplicates()
+    # metallo_run_native_end_to_completed_seconds observes this Run (one, in < 10 s).
+    families = {m.name: m for m in await run_metrics(stack.engine)()}
+    samples = {s.name: s for s in families["metallo_run_native_end_to_completed_seconds"].samples
+               if s.name.endswith(("_count", "_sum")) or s.labels.get("le") == "10.0"}
+    assert samples["metallo_run_native_end_to_completed_seconds_count"].value == 1
+    assert samples["metallo_run_native_end_to_completed_seconds_bucket"].value == 1
+    assert 0 <= samples["metallo_run_native_end_to_completed_seconds_sum"].value < 10
 
 
 async def test_a_notice_for_an_unknown_or_ended_attempt_changes_nothing(make_stack):

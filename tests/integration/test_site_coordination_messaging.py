@@ -78,3 +78,42 @@ async def test_append_over_rabbitmq_and_events_through_the_outbox(
         await observer.stop()
         await edge.stop()
         await edge.engine.dispose()
+
+
+def _after(command_id: str, after: str, attempt_id: str = "att-1") -> sc_pb2.AppendSiteCommand:
+    command = _append(command_id)
+    command.attempt_id = attempt_id
+    command.after_command_id = after
+    return command
+
+
+async def test_a_command_that_overtook_its_predecessor_waits_for_it(
+        make_database, tmp_path, namespace, topology, amqp_url):
+    """Replicas compete for one queue: the Attempt's second command may be handled before
+    its first. It is retried until the first is in the stream, then appended after it."""
+    edge = await start_harness(make_database, tmp_path, namespace)
+    server = build_command_server(edge.engine, amqp_url, topology)
+    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination",
+                        poll_seconds=0.1)
+    await relay.start()
+    await server.start()
+    client = RequestClient(amqp_url, topology)
+    await client.start()
+    try:
+        first, second = uuid.uuid4().hex, uuid.uuid4().hex
+        overtaking = asyncio.create_task(client.request(_after(second, first), timeout=30))
+        await asyncio.sleep(1.5)  # handled and retried at least once meanwhile
+        assert not overtaking.done()
+        assert (await client.request(_append(first), timeout=20)).sequence == 1
+        assert (await overtaking).sequence == 2
+        with pytest.raises(Rejected) as err:  # a predecessor of another Attempt
+            await client.request(_after(uuid.uuid4().hex, first, attempt_id="att-2"), timeout=20)
+        assert err.value.code == "predecessor-mismatch"
+        http = edge.client(await edge.grant())
+        assert (await http.get("/v1/commands/next")).json()["command_id"] == first
+    finally:
+        await client.close()
+        await relay.stop()
+        await server.stop()
+        await edge.stop()
+        await edge.engine.dispose()

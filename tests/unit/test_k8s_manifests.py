@@ -178,6 +178,41 @@ def test_runtime_state_is_a_persistent_single_writer(documents):
         assert name in source, name
 
 
+
+PLATFORM_SERVICES = {"workload-portfolio", "execution-core", "pipeline-coordination",
+                     "site-coordination"}
+
+
+def test_platform_services_run_two_replicas_kept_up_through_disruptions(documents):
+    # ADR 0034: every service but the Site Runtime is safe as several replicas.
+    deployments = {d["metadata"]["name"]: d for d in of_kind(documents, "Deployment")}
+    budgets = {d["metadata"]["name"]: d for d in of_kind(documents, "PodDisruptionBudget")}
+    assert set(budgets) == PLATFORM_SERVICES
+    for name in PLATFORM_SERVICES:
+        spec = deployments[name]["spec"]
+        assert spec["replicas"] == 2, name
+        assert spec["strategy"] == {"type": "RollingUpdate",
+                                    "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}, name
+        pod = spec["template"]["spec"]
+        assert not [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v], \
+            f"{name}: a replica set shares no claim"
+        spread = pod["topologySpreadConstraints"][0]
+        assert spread["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+        budget = budgets[name]["spec"]
+        assert budget["minAvailable"] == 1
+        assert budget["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+
+def test_platform_manifests_are_valid_kubernetes(documents):
+    import kubernetes_validate
+
+    # The RabbitMQ messaging-topology operator's User and Permission are custom
+    # resources without a schema here; every built-in object is validated.
+    builtin = [d for d in documents if not d["apiVersion"].startswith("rabbitmq.com/")]
+    assert {d["kind"] for d in builtin} >= {"Deployment", "PodDisruptionBudget", "Service"}
+    for d in builtin:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+
 def test_services_select_deployments_and_name_their_ports(documents):
     deployments = of_kind(documents, "Deployment")
     for svc in of_kind(documents, "Service"):

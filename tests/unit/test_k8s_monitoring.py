@@ -40,7 +40,7 @@ def documented() -> set[str]:
 
 def defined_in_code() -> set[str]:
     sources = [*(ROOT / "libs" / "metallo" / "operations").glob("*.py"),
-               *(ROOT / "services").glob("*/adaptors/metrics.py")]
+               *(ROOT / "services").glob("*/adaptors/*metrics.py")]
     names = set()
     for path in sources:
         names |= {base(m) for m in re.findall(r'"(metallo_[a-z_]+)"', path.read_text())}

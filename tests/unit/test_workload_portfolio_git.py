@@ -163,3 +163,21 @@ def test_ls_remote_output_becomes_the_bounded_sorted_branch_list():
     whole = parse_ls_remote(text)
     assert [n for n, _ in whole.branches] == ["alpha", "trunk", "zeta"] and not whole.truncated
     assert parse_ls_remote("").branches == () and parse_ls_remote("").default_branch == ""
+
+
+def _git_requests(method: str) -> tuple[float, float]:
+    from metallo.operations.metrics import NATIVE_REQUEST_ERRORS, NATIVE_REQUEST_SECONDS
+
+    count = sum(s.value for m in NATIVE_REQUEST_SECONDS.collect() for s in m.samples
+                if s.name.endswith("_count") and s.labels == {"target": "git", "method": method})
+    return count, NATIVE_REQUEST_ERRORS.labels("git", method)._value.get()
+
+
+async def test_fetches_are_measured_as_git_native_requests(repo, tmp_path):
+    fetched, failed = _git_requests("fetch")
+    await read(str(repo), branch="main")
+    after, after_failed = _git_requests("fetch")
+    assert after >= fetched + 1 and after_failed == failed  # local git work is not counted
+    with pytest.raises(SourceError):  # the server has no such branch: the fetch fails
+        await read(str(repo), branch="nope")
+    assert _git_requests("fetch")[1] >= failed + 1

@@ -47,15 +47,18 @@ def up(executor: Annotated[str, typer.Option(
        edge_port: Annotated[int, typer.Option(min=1024, max=65535, help="Site edge port")] = 8443,
        fresh: Annotated[bool, typer.Option(
            "--fresh", help="drop the dev databases first (all dev Runs and Pipelines are lost)")] = False,
+       replicas: Annotated[int, typer.Option(
+           min=1, max=4, help="processes of each service (the Site Runtime runs once)")] = 1,
        output: opt.OutputOpt = Output.table) -> None:
-    """Migrate, make certificates and a runtime grant, start the services, the Site edge
-    and one Site Runtime under a supervisor (state in var/dev)."""
+    """Migrate, make certificates and a runtime grant, start the services (``--replicas``
+    processes of each), the Site edge and one Site Runtime under a supervisor (state in
+    var/dev)."""
     from metallo.devstack.control import StackError
     from metallo.devstack.control import up as stack_up
 
     try:
         state = stack_up(executor, foreground=foreground, edge_port=edge_port, fresh=fresh,
-                         say=_say)
+                         replicas=replicas, say=_say)
     except StackError as exc:
         if exc.usage:
             raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
@@ -122,15 +125,15 @@ def status(output: opt.OutputOpt = Output.table) -> None:
             ready = comp.get("readiness")
             shown = ("" if ready is None else "  ready" if ready["ready"]
                      else f"  not ready ({not_ready_reason(ready)})")
-            out.print(f"  {name:<22} {comp['state']:<10} pid {comp['pid']}  restarts "
+            out.print(f"  {name:<24} {comp['state']:<10} pid {comp['pid']}  restarts "
                       f"{comp['restarts']}  {comp['log']}{shown}")
         for name in state.get("missing", []):
-            out.print(f"  {name:<22} not in this checkout")
+            out.print(f"  {name:<24} not in this checkout")
         if state.get("k8s_lab"):
             from metallo.devstack.k8s_lab import k8s_lab_status
 
             lab = k8s_lab_status()
-            out.print(f"  {'kubernetes lab':<22} {'running' if lab['running'] else 'stopped':<10} "
+            out.print(f"  {'kubernetes lab':<24} {'running' if lab['running'] else 'stopped':<10} "
                       f"{lab['detail']}  kubeconfig {lab['kubeconfig']}")
     if degraded is not None:
         if output is Output.json:

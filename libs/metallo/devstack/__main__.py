@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     sup.add_argument("--ca-file", required=True)
     sup.add_argument("--kubernetes", action="store_true",
                      help="also run the lab-k8s Site Runtime on the Kubernetes lab")
+    sup.add_argument("--replicas", type=int, default=1, help="processes of each service")
     rep = sub.add_parser("report", help="the demo summary of a Pipeline (one JSON line)")
     rep.add_argument("pipeline_id")
     rep.add_argument("--executor", choices=("local", "slurm"), required=True)
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(executor=args.executor, edge_port=args.edge_port,
                       amqp_url=os.environ.get("METALLO_DEV_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
-                      kubernetes=args.kubernetes)
+                      kubernetes=args.kubernetes, replicas=args.replicas)
     components, missing = plan(layout, options)
     before_start, after_stop = runtime_grant_hooks(layout, options)
     supervisor = Supervisor(layout, options, components, missing, {"ca_file": args.ca_file},

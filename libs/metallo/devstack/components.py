@@ -25,12 +25,15 @@ SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeli
 #: Each component's operations endpoint (/healthz, /readyz, /metrics) on loopback:
 #: METALLO_DEV_OPS_PORT_BASE (default 9461) plus the component's place here.
 OPS_COMPONENTS = (*SERVICES, "site_runtime", "site_runtime_k8s")
+#: Most replicas of each service ``dev up --replicas`` starts (the Site Runtime runs once).
+MAX_REPLICAS = 4
 
 
 @dataclass(frozen=True)
 class Options:
     """Choices of one ``dev up``: executor (local|slurm) of the ``site_id`` Runtime, edge
-    port, broker, prefix, and whether a second Runtime serves the Kubernetes lab's Site.
+    port, broker, prefix, whether a second Runtime serves the Kubernetes lab's Site, and
+    how many replicas of each service run (1..:data:`MAX_REPLICAS`).
 
     ``amqp_url`` names the broker and the stack's own virtual host
     (``METALLO_DEV_AMQP_URL``, default ``DEV_AMQP_URL``). Every component connects as
@@ -43,6 +46,11 @@ class Options:
     topology_prefix: str = ""
     site_id: str = "lab-slurm"
     kubernetes: bool = False
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise ValueError(f"replicas must be 1..{MAX_REPLICAS}, not {self.replicas}")
 
     @property
     def edge_url(self) -> str:
@@ -69,7 +77,8 @@ class Component:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     # process | queue:<name> (consumed: a command server consumes its queries queue last,
-    # so that one tells its commands and queries are both served) | https:<url>
+    # so that one tells its commands and queries are both served) | https:<url> | ops
+    # (its own /readyz: a second replica, whose queue and edge port the first already serves)
     ready: str = "process"
 
     @property
@@ -193,16 +202,36 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
     for service in (site_coordination, workload_portfolio, execution_core, pipeline_coordination):
         service.env["METALLO_AMQP_URL"] = broker_url(layout, options.amqp_url,
                                                      principal(service.name))
-    components, missing = [], []
+    services = [site_coordination, workload_portfolio, execution_core, pipeline_coordination]
+    if options.replicas > 1:
+        # The edge replicas share one port (SO_REUSEPORT): the Runtime and the CLI keep
+        # one URL, and the kernel hands new connections to a live replica.
+        site_coordination.env["METALLO_SITE_EDGE_REUSE_PORT"] = "1"
     base = int(os.environ.get("METALLO_DEV_OPS_PORT_BASE", "9461"))
-    for c in (site_coordination, workload_portfolio, execution_core, pipeline_coordination,
-              *runtimes):
+    for c in (*services, *runtimes):
         c.env["METALLO_OPS_ADDRESS"] = f"127.0.0.1:{base + OPS_COMPONENTS.index(c.name)}"
+    ordered = [*services, *replicas(services, options.replicas, base), *runtimes]
+    components, missing = [], []
+    for c in ordered:
         if runnable(c.module):
             components.append(c)
-        else:
+        elif c.name not in missing and "-" not in c.name:
             missing.append(c.name)
     return components, missing
+
+
+def replicas(services: list[Component], count: int, base: int) -> list[Component]:
+    """Replicas 2..``count`` of each service: ``<name>-<k>``, the first's settings with
+    their own operations port (after every first replica's), ready by their own
+    ``/readyz``. Started after every first replica, so the stack serves before they join."""
+    extra = []
+    for k in range(2, count + 1):
+        for index, service in enumerate(services):
+            port = base + len(OPS_COMPONENTS) + (k - 2) * len(services) + index
+            extra.append(Component(f"{service.name}-{k}", service.module, list(service.args),
+                                   {**service.env, "METALLO_OPS_ADDRESS": f"127.0.0.1:{port}"},
+                                   ready="ops"))
+    return extra
 
 
 def runtime_component(layout: Layout, options: Options) -> Component:

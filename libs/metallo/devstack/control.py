@@ -92,12 +92,13 @@ def choose_executor(requested: str) -> str:
 
 
 def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 8443,
-       fresh: bool = False, say=print) -> dict:
+       fresh: bool = False, replicas: int = 1, say=print) -> dict:
     """Prepare and start the stack; returns the state when ready.
 
     Raises StackError (with the next step) when a precondition fails, when the stack
     already runs with another executor than the one asked for (never silently the
     wrong one), or a component does not become ready (the stack is then stopped again).
+    ``replicas``: how many processes of each service (the Site Runtime runs once).
     """
     _check_executor(executor)
     layout = Layout.default()
@@ -125,8 +126,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     options = Options(executor=chosen, edge_port=edge_port,
                       amqp_url=os.environ.get("METALLO_DEV_AMQP_URL", Options.amqp_url),
                       topology_prefix=os.environ.get("METALLO_TOPOLOGY_PREFIX", ""),
-                      kubernetes=kubernetes)
-    say(f"executor: {chosen}")
+                      kubernetes=kubernetes, replicas=replicas)
+    say(f"executor: {chosen}" + (f", {replicas} replicas of each service" if replicas > 1 else ""))
     try:
         prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
@@ -147,7 +148,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             raise StackError(f"the stack did not become ready; see {layout.stack_log}")
         return read_state(layout) or {}
     argv = [sys.executable, "-m", "metallo.devstack", "supervise", "--executor", chosen,
-            "--edge-port", str(edge_port), "--ca-file", str(prepared.ca_file)]
+            "--edge-port", str(edge_port), "--ca-file", str(prepared.ca_file),
+            "--replicas", str(replicas)]
     if kubernetes:
         argv.append("--kubernetes")
     layout.logs.mkdir(parents=True, exist_ok=True)
@@ -164,7 +166,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             for name, comp in state.get("components", {}).items():
                 if shown.get(name) != comp["state"]:
                     shown[name] = comp["state"]
-                    say(f"  {name:<22} {comp['state']}")
+                    say(f"  {name:<24} {comp['state']}")
             if state["status"] == "ready":
                 return state
             if state["status"] in ("failed", "stopped"):

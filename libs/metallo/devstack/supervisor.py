@@ -99,6 +99,7 @@ class Supervisor:
             "executor": self.options.executor, "edge_url": self.options.edge_url,
             "git_base": self.options.git_base, "site_id": self.options.site_id,
             "amqp_url": self.options.amqp_url, "topology_prefix": self.options.topology_prefix,
+            "replicas": self.options.replicas,
             "missing": self.missing, "logs": str(self.layout.logs),
             "components": {c.component.name: {
                 "pid": c.process.pid if c.process and c.process.returncode is None else None,
@@ -175,6 +176,8 @@ class Supervisor:
                                         self.options.topology_prefix + target)
         if kind == "https":
             return await https_ok(target, self.layout.certs / "ca.pem")
+        if kind == "ops" and component.ops_url:
+            return await ops_ready(component.ops_url)
         return True
 
     async def _mark_ready(self, child: Child) -> bool:
@@ -285,5 +288,16 @@ async def https_ok(url: str, ca_file: Path) -> bool:
         context = ssl.create_default_context(cafile=str(ca_file))
         async with httpx.AsyncClient(verify=context, timeout=3, trust_env=False) as client:
             return (await client.get(url)).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def ops_ready(ops_url: str) -> bool:
+    """True when ``GET <ops_url>/readyz`` answers 200 (plain HTTP on loopback)."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=3, trust_env=False) as client:
+            return (await client.get(f"{ops_url}/readyz")).status_code == 200
     except httpx.HTTPError:
         return False

@@ -70,6 +70,11 @@ def warn_once_per_server(url: str) -> bool:
     return True
 
 
+#: Taken in the migration's transaction (released at its commit or rollback): concurrent
+#: upgrades of one database run one after another.
+MIGRATION_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended('metallo:migrations', 0))")
+
+
 def alembic_config(url: str, migrations_dir: Path) -> Config:
     """Build an Alembic Config for ``migrations_dir`` targeting ``url``."""
     cfg = Config()
@@ -127,6 +132,10 @@ def run_env(target_metadata: MetaData | None = None) -> None:
     def do_run(connection) -> None:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():
+            # Replicas start together and each migrates: one at a time per database, and
+            # each reads the version only once it holds the lock (a second upgrade to the
+            # same head then finds nothing to do).
+            connection.execute(MIGRATION_LOCK)
             context.run_migrations()
 
     async def run_async() -> None:

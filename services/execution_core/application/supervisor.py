@@ -308,6 +308,11 @@ class RunSupervisor(PollingWorker):
         counts: dict[str, int] = {}
         for c in existing:
             counts[c["kind"]] = max(counts.get(c["kind"], 0), c["ordinal"])
+        # Each command names the Attempt's one before it: Site Coordination appends it
+        # only after that one, whichever replica or redelivery handles it first (log
+        # reads stand apart: they need no order).
+        ordered = [c for c in existing if c["kind"] != "read-log"]
+        previous = max(ordered, key=lambda c: c["seq"])["command_id"] if ordered else ""
         for kind, payload in commands:
             ordinal = counts.get(kind, 0) + 1
             counts[kind] = ordinal
@@ -340,9 +345,11 @@ class RunSupervisor(PollingWorker):
                     attempt_id=attempt["attempt_id"],
                     attempt_number=attempt["number"],
                     payload_json=canonical_json(payload),
+                    after_command_id=previous,
                 ),
                 aggregate_id=f"run:{run['run_id']}",
             )
+            previous = command_id
 
 
 def _waiting_values(run: dict[str, Any], d: lifecycle.Decision) -> dict[str, Any]:

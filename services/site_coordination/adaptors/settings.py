@@ -8,6 +8,7 @@
 | ``METALLO_SITE_EDGE_HOST`` / ``_PORT`` | edge listen address | ``127.0.0.1`` / ``8443`` |
 | ``METALLO_SITE_EDGE_TLS_CERT`` / ``_KEY`` | PEM certificate chain / key files | none (required) |
 | ``METALLO_SITE_EDGE_INSECURE_LOOPBACK`` | ``1``: plain HTTP, loopback only | off |
+| ``METALLO_SITE_EDGE_REUSE_PORT`` | ``1``: replicas on one host share the port | off |
 | ``METALLO_SITE_EDGE_MAX_BODY_BYTES`` | request body bound | 262144 |
 | ``METALLO_SITE_EDGE_API_DOCS`` | ``1``: serve ``/docs``, ``/redoc``, ``/openapi.json`` | off |
 | ``METALLO_REPOSITORY_GRANT_SECONDS`` | repository grant lifetime | 7200 |
@@ -70,6 +71,7 @@ class Settings:
                 cert_file=_path("METALLO_SITE_EDGE_TLS_CERT"),
                 key_file=_path("METALLO_SITE_EDGE_TLS_KEY"),
                 insecure_loopback=env("METALLO_SITE_EDGE_INSECURE_LOOPBACK", "") == "1",
+                reuse_port=env("METALLO_SITE_EDGE_REUSE_PORT", "") == "1",
             ),
             edge=EdgeSettings(
                 max_body_bytes=int(env("METALLO_SITE_EDGE_MAX_BODY_BYTES", "262144")),

@@ -34,6 +34,12 @@ from site_coordination.domain.streams import (
 )
 
 
+class PredecessorNotAppended(Exception):
+    """The command's ``after_command_id`` is not in its stream yet: the append changes
+    nothing and is retried (the consumer's backoff, then its dead-letter queue), never
+    refused, so the Attempt's commands enter the stream in their owner's order."""
+
+
 def _aggregate(stream: StreamKey) -> str:
     # One aggregate per stream keeps the stream's events in order through the relay.
     return f"site-stream:{stream.site_id}:{stream.environment}"
@@ -44,7 +50,9 @@ async def append_command(store: SiteStore, command: sc_pb2.AppendSiteCommand) ->
 
     Idempotent by ``metadata.command_id``: the same input returns the stored
     command; a different input raises :class:`Conflict` ``idempotency-conflict``.
-    Raises :class:`Invalid` ``invalid-argument`` for bad values (seed 004 §4A).
+    Raises :class:`Invalid` ``invalid-argument`` for bad values (seed 004 §4A) and
+    ``predecessor-mismatch`` when ``after_command_id`` names a command of another
+    Attempt or stream, and :class:`PredecessorNotAppended` while it names none yet.
     """
     command_id = command.metadata.command_id
     if len(command.payload_json.encode("utf-8")) > MAX_PAYLOAD_BYTES:
@@ -75,6 +83,15 @@ async def append_command(store: SiteStore, command: sc_pb2.AppendSiteCommand) ->
             raise Conflict("idempotency-conflict",
                            f"command {command_id} was appended with a different input")
         return existing
+    if command.after_command_id:
+        before = await store.get_command(command.after_command_id)
+        if before is None:
+            raise PredecessorNotAppended(
+                f"command {command_id} waits for {command.after_command_id} in its stream")
+        if before.stream != new.stream or before.attempt_id != new.attempt_id:
+            raise Invalid("predecessor-mismatch",
+                          f"{command.after_command_id} is not a command of attempt "
+                          f"{new.attempt_id} in stream {new.stream.site_id}/{new.stream.environment}")
     stored = await store.append_command(new, request_hash)
     await store.notify(stored.stream)
     # No SiteCommandAppended (ADR 0014): its one consumer never used the sequence,

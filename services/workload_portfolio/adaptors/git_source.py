@@ -26,11 +26,13 @@ import os
 import re
 import signal
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from metallo.operations.metrics import NATIVE_REQUEST_ERRORS, NATIVE_REQUEST_SECONDS
 from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
 from workload_portfolio.application.ports import BranchList, SourceFile
 from workload_portfolio.domain.errors import InvalidArgument, SourceError
@@ -230,7 +232,26 @@ class GitSourceControl:
         return env
 
     async def _exec(self, args: list[str], *, env: dict[str, str], what: str) -> tuple[int, bytes, str]:
-        """Run git with an argument vector; kill its process group after the timeout."""
+        """Run git with an argument vector; kill its process group after the timeout. The
+        ones that reach the repository's server (:data:`REMOTE_COMMANDS`) are measured as
+        native requests (``target="git"``, ``method`` the subcommand): a non-zero exit or
+        the timeout counts as an error."""
+        remote = next((a for a in args if a in REMOTE_COMMANDS), None)
+        if remote is None:
+            return await self._exec_git(args, env=env, what=what)
+        start = time.perf_counter()
+        failed = True
+        try:
+            rc, out, err = await self._exec_git(args, env=env, what=what)
+            failed = rc != 0
+            return rc, out, err
+        finally:
+            NATIVE_REQUEST_SECONDS.labels("git", remote).observe(time.perf_counter() - start)
+            if failed:
+                NATIVE_REQUEST_ERRORS.labels("git", remote).inc()
+
+    async def _exec_git(self, args: list[str], *, env: dict[str, str], what: str
+                        ) -> tuple[int, bytes, str]:
         proc = await asyncio.create_subprocess_exec(
             self.git, *args, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
@@ -271,6 +292,9 @@ class GitSourceControl:
         log.warning("git fetch from %s failed: %s", url, _last_line(stderr))
         return SourceError(f"could not fetch from {url}: {_last_line(stderr)}", code="source-unavailable")
 
+
+#: git subcommands that talk to the repository's server (the others are local).
+REMOTE_COMMANDS = frozenset({"fetch", "ls-remote"})
 
 MAX_BRANCHES = 1000  # a reply stays small whatever the repository holds
 

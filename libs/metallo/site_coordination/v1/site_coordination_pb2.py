@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from metallo.common.v1 import common_pb2 as metallo_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4metallo/site_coordination/v1/site_coordination.proto\x12\x1cmetallo.site_coordination.v1\x1a\x1emetallo/common/v1/common.proto\"\xcf\x01\n\x11\x41ppendSiteCommand\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x07 \x01(\x05\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\"d\n\x16\x41ppendSiteCommandReply\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\"\x93\x01\n\x13SiteCommandAppended\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\"\xae\x01\n\x19SiteCommandResultRecorded\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"\x7f\n\x14SiteProgressReported\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\"`\n\x14SiteNativeEndNoticed\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x12\n\nattempt_id\x18\x04 \x01(\t\"\x91\x01\n\x0c\x43ommandGrant\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12\x12\n\ncreated_at\x18\x05 \x01(\t\x12\x12\n\nexpires_at\x18\x06 \x01(\t\x12\x12\n\nrevoked_at\x18\x07 \x01(\t\"\xa7\x01\n\x12\x43reateCommandGrant\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\t\x12\x15\n\rsecret_sha256\x18\x06 \x01(\t\"T\n\x17\x43reateCommandGrantReply\x12\x39\n\x05grant\x18\x01 \x01(\x0b\x32*.metallo.site_coordination.v1.CommandGrant\"\\\n\x12RevokeCommandGrant\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x10\n\x08grant_id\x18\x02 \x01(\t\"<\n\x17RevokeCommandGrantReply\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x0f\n\x07revoked\x18\x02 \x01(\x08\"G\n\x11ListCommandGrants\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\"T\n\x16ListCommandGrantsReply\x12:\n\x06grants\x18\x01 \x03(\x0b\x32*.metallo.site_coordination.v1.CommandGrant\"v\n\x10ListAuditRecords\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12.\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1e.metallo.common.v1.AuditFilterb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4metallo/site_coordination/v1/site_coordination.proto\x12\x1cmetallo.site_coordination.v1\x1a\x1emetallo/common/v1/common.proto\"\xe9\x01\n\x11\x41ppendSiteCommand\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x07 \x01(\x05\x12\x14\n\x0cpayload_json\x18\x08 \x01(\t\x12\x18\n\x10\x61\x66ter_command_id\x18\t \x01(\t\"d\n\x16\x41ppendSiteCommandReply\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\"\x93\x01\n\x13SiteCommandAppended\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\"\xae\x01\n\x19SiteCommandResultRecorded\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x03\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x12\n\nattempt_id\x18\x07 \x01(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"\x7f\n\x14SiteProgressReported\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\nattempt_id\x18\x06 \x01(\t\"`\n\x14SiteNativeEndNoticed\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x12\n\nattempt_id\x18\x04 \x01(\t\"\x91\x01\n\x0c\x43ommandGrant\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12\x12\n\ncreated_at\x18\x05 \x01(\t\x12\x12\n\nexpires_at\x18\x06 \x01(\t\x12\x12\n\nrevoked_at\x18\x07 \x01(\t\"\xa7\x01\n\x12\x43reateCommandGrant\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x13\n\x0b\x65nvironment\x18\x03 \x01(\t\x12\x0f\n\x07\x65xpires\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\t\x12\x15\n\rsecret_sha256\x18\x06 \x01(\t\"T\n\x17\x43reateCommandGrantReply\x12\x39\n\x05grant\x18\x01 \x01(\x0b\x32*.metallo.site_coordination.v1.CommandGrant\"\\\n\x12RevokeCommandGrant\x12\x34\n\x08metadata\x18\x01 \x01(\x0b\x32\".metallo.common.v1.CommandMetadata\x12\x10\n\x08grant_id\x18\x02 \x01(\t\"<\n\x17RevokeCommandGrantReply\x12\x10\n\x08grant_id\x18\x01 \x01(\t\x12\x0f\n\x07revoked\x18\x02 \x01(\x08\"G\n\x11ListCommandGrants\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\"T\n\x16ListCommandGrantsReply\x12:\n\x06grants\x18\x01 \x03(\x0b\x32*.metallo.site_coordination.v1.CommandGrant\"v\n\x10ListAuditRecords\x12\x32\n\x08metadata\x18\x01 \x01(\x0b\x32 .metallo.common.v1.QueryMetadata\x12.\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x1e.metallo.common.v1.AuditFilterb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,31 +33,31 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'metallo.site_coordination.v
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_APPENDSITECOMMAND']._serialized_start=119
-  _globals['_APPENDSITECOMMAND']._serialized_end=326
-  _globals['_APPENDSITECOMMANDREPLY']._serialized_start=328
-  _globals['_APPENDSITECOMMANDREPLY']._serialized_end=428
-  _globals['_SITECOMMANDAPPENDED']._serialized_start=431
-  _globals['_SITECOMMANDAPPENDED']._serialized_end=578
-  _globals['_SITECOMMANDRESULTRECORDED']._serialized_start=581
-  _globals['_SITECOMMANDRESULTRECORDED']._serialized_end=755
-  _globals['_SITEPROGRESSREPORTED']._serialized_start=757
-  _globals['_SITEPROGRESSREPORTED']._serialized_end=884
-  _globals['_SITENATIVEENDNOTICED']._serialized_start=886
-  _globals['_SITENATIVEENDNOTICED']._serialized_end=982
-  _globals['_COMMANDGRANT']._serialized_start=985
-  _globals['_COMMANDGRANT']._serialized_end=1130
-  _globals['_CREATECOMMANDGRANT']._serialized_start=1133
-  _globals['_CREATECOMMANDGRANT']._serialized_end=1300
-  _globals['_CREATECOMMANDGRANTREPLY']._serialized_start=1302
-  _globals['_CREATECOMMANDGRANTREPLY']._serialized_end=1386
-  _globals['_REVOKECOMMANDGRANT']._serialized_start=1388
-  _globals['_REVOKECOMMANDGRANT']._serialized_end=1480
-  _globals['_REVOKECOMMANDGRANTREPLY']._serialized_start=1482
-  _globals['_REVOKECOMMANDGRANTREPLY']._serialized_end=1542
-  _globals['_LISTCOMMANDGRANTS']._serialized_start=1544
-  _globals['_LISTCOMMANDGRANTS']._serialized_end=1615
-  _globals['_LISTCOMMANDGRANTSREPLY']._serialized_start=1617
-  _globals['_LISTCOMMANDGRANTSREPLY']._serialized_end=1701
-  _globals['_LISTAUDITRECORDS']._serialized_start=1703
-  _globals['_LISTAUDITRECORDS']._serialized_end=1821
+  _globals['_APPENDSITECOMMAND']._serialized_end=352
+  _globals['_APPENDSITECOMMANDREPLY']._serialized_start=354
+  _globals['_APPENDSITECOMMANDREPLY']._serialized_end=454
+  _globals['_SITECOMMANDAPPENDED']._serialized_start=457
+  _globals['_SITECOMMANDAPPENDED']._serialized_end=604
+  _globals['_SITECOMMANDRESULTRECORDED']._serialized_start=607
+  _globals['_SITECOMMANDRESULTRECORDED']._serialized_end=781
+  _globals['_SITEPROGRESSREPORTED']._serialized_start=783
+  _globals['_SITEPROGRESSREPORTED']._serialized_end=910
+  _globals['_SITENATIVEENDNOTICED']._serialized_start=912
+  _globals['_SITENATIVEENDNOTICED']._serialized_end=1008
+  _globals['_COMMANDGRANT']._serialized_start=1011
+  _globals['_COMMANDGRANT']._serialized_end=1156
+  _globals['_CREATECOMMANDGRANT']._serialized_start=1159
+  _globals['_CREATECOMMANDGRANT']._serialized_end=1326
+  _globals['_CREATECOMMANDGRANTREPLY']._serialized_start=1328
+  _globals['_CREATECOMMANDGRANTREPLY']._serialized_end=1412
+  _globals['_REVOKECOMMANDGRANT']._serialized_start=1414
+  _globals['_REVOKECOMMANDGRANT']._serialized_end=1506
+  _globals['_REVOKECOMMANDGRANTREPLY']._serialized_start=1508
+  _globals['_REVOKECOMMANDGRANTREPLY']._serialized_end=1568
+  _globals['_LISTCOMMANDGRANTS']._serialized_start=1570
+  _globals['_LISTCOMMANDGRANTS']._serialized_end=1641
+  _globals['_LISTCOMMANDGRANTSREPLY']._serialized_start=1643
+  _globals['_LISTCOMMANDGRANTSREPLY']._serialized_end=1727
+  _globals['_LISTAUDITRECORDS']._serialized_start=1729
+  _globals['_LISTAUDITRECORDS']._serialized_end=1847
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AppendSiteCommand(_message.Message):
-    __slots__ = ("metadata", "site_id", "environment", "kind", "run_id", "attempt_id", "attempt_number", "payload_json")
+    __slots__ = ("metadata", "site_id", "environment", "kind", "run_id", "attempt_id", "attempt_number", "payload_json", "after_command_id")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class AppendSiteCommand(_message.Message):
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    AFTER_COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.CommandMetadata
     site_id: str
     environment: str
@@ -25,7 +26,8 @@ class AppendSiteCommand(_message.Message):
     attempt_id: str
     attempt_number: int
     payload_json: str
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., payload_json: _Optional[str] = ...) -> None: ...
+    after_command_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., environment: _Optional[str] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., payload_json: _Optional[str] = ..., after_command_id: _Optional[str] = ...) -> None: ...
 
 class AppendSiteCommandReply(_message.Message):
     __slots__ = ("command_id", "site_id", "environment", "sequence")

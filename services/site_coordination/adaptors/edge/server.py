@@ -25,6 +25,10 @@ class ServeOptions:
     cert_file: Path | None = None
     key_file: Path | None = None
     insecure_loopback: bool = False
+    #: SO_REUSEPORT: several replicas on one host share the port and the kernel spreads
+    #: new connections over them (the dev stack's ``--replicas``); off by default, so a
+    #: second edge started by mistake fails to bind instead of taking half the traffic.
+    reuse_port: bool = False
 
 
 def _is_loopback(host: str) -> bool:
@@ -58,6 +62,8 @@ def build_server(app, options: ServeOptions) -> tuple[uvicorn.Server, socket.soc
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if options.reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     # Accepted connections inherit this; without it small TLS records wait for
     # delayed ACKs (about 40 ms per request).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -21,6 +21,7 @@ answer) and the ``Status`` body, for :func:`site_runtime.domain.kubernetes_error
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,9 @@ class KubeApi:
         params = ConnectionParams(timeout=self._timeout, trust_env=False).httpx_params(self.config)
         self._raw = httpx2.AsyncClient(**params)
         self._members: dict[tuple[str, tuple[str, ...]], AsyncClient] = {}
+        #: Wraps the transport of each impersonating client made from now on (metrics).
+        self.wrap_transport: Callable[[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport] = (
+            lambda transport: transport)
 
     def _member(self, user: str, groups: tuple[str, ...]) -> AsyncClient:
         key = (user, groups)
@@ -118,7 +122,7 @@ class KubeApi:
             verify = verify_cluster(
                 self.config.cluster, self.config.user, self.config.abs_file, trust_env=False
             )
-            inner = httpx2.AsyncHTTPTransport(verify=verify)
+            inner = self.wrap_transport(httpx2.AsyncHTTPTransport(verify=verify))
             client = AsyncClient(
                 self.config,
                 timeout=self._timeout,
