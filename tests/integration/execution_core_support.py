@@ -398,7 +398,8 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_path: Path):
-    """Yield ``make(settings=FAST, parts=..., script=...) -> Stack``; stops every Stack on exit.
+    """Yield ``make(settings=FAST, parts=..., script=..., site=...) -> Stack``; stops every
+    Stack on exit.
 
     Test modules wrap it in their own ``make_stack`` fixture.
     """
@@ -410,6 +411,7 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         parts: frozenset[str] | None = None,
         script: Script = happy_batch,
         fault=None,
+        site: Any = None,
     ) -> Stack:
         url = await make_database("execution_core", MIGRATIONS)
         engine = create_engine(url)
@@ -429,7 +431,8 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         )
         portfolio = PortfolioDouble(double_engine, amqp_url, topology)
         portfolio.add(revision())
-        site = SiteDouble(double_engine, amqp_url, topology, script=script)
+        # ``site``: a real Site Coordination (start/stop) in place of the double.
+        site = site or SiteDouble(double_engine, amqp_url, topology, script=script)
         events = EventLog(double_engine, amqp_url, topology)
         client = RequestClient(amqp_url, topology)
         started: list = []
