@@ -399,7 +399,8 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_path: Path):
-    """Yield ``make(settings=FAST, parts=..., script=...) -> Stack``; stops every Stack on exit.
+    """Yield ``make(settings=FAST, parts=..., script=..., site=...) -> Stack``; stops every
+    Stack on exit.
 
     Execution Core connects as its own principal, the client as the Go API's, the
     doubles as the harness (``amqp_url``; tests/bus.py).
@@ -414,6 +415,7 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         parts: frozenset[str] | None = None,
         script: Script = happy_batch,
         fault=None,
+        site: Any = None,
     ) -> Stack:
         url = await make_database("execution_core", MIGRATIONS)
         engine = create_engine(url)
@@ -433,7 +435,8 @@ async def stack_factory(make_database, amqp_url: str, topology: Topology, tmp_pa
         )
         portfolio = PortfolioDouble(double_engine, amqp_url, topology)
         portfolio.add(revision())
-        site = SiteDouble(double_engine, amqp_url, topology, script=script)
+        # ``site``: a real Site Coordination (start/stop) in place of the double.
+        site = site or SiteDouble(double_engine, amqp_url, topology, script=script)
         events = EventLog(double_engine, amqp_url, topology)
         client = RequestClient(role_url("go_api"), topology)
         started: list = []

@@ -216,12 +216,13 @@ def test_permanent_refusal_is_not_retried():
         d.end == (s.OUTCOME_FAILED, "repository-commit-missing")
         and d.attempt.state == s.ATTEMPT_REFUSED
     )
-    sim2 = Sim(max_attempts=3)
-    sim2.step()
-    sim2.result("prepare")
-    sim2.step()
-    sim2.result("start", "refused", "authorisation-refused")
-    assert sim2.step().end == (s.OUTCOME_FAILED, "authorisation-refused")
+    for code in ("authorisation-refused", "member-consent-refused"):
+        sim2 = Sim(max_attempts=3)
+        sim2.step()
+        sim2.result("prepare")
+        sim2.step()
+        sim2.result("start", "refused", code)
+        assert sim2.step().end == (s.OUTCOME_FAILED, code), code
 
 
 def test_transient_start_refusal_is_retried():
@@ -462,7 +463,7 @@ def test_a_clock_stepping_back_after_a_notice_sends_no_observe_storm():
 def test_an_observed_failure_no_attempt_can_cure_is_not_retried():
     # A local Attempt that waited for a slot is authorised only when it leaves the
     # queue (ADR 0015): a refusal then arrives as an observed failure.
-    for code in ("authorisation-refused", "repository-commit-missing"):
+    for code in ("authorisation-refused", "member-consent-refused", "repository-commit-missing"):
         sim = Sim(max_attempts=3)
         sim.step()
         sim.result("prepare")

@@ -142,22 +142,34 @@ VERSION_3 = {
 }
 
 
-def test_versions_are_frozen_and_new_attempts_get_version_3():
+#: sha256 of version 4's texts as they landed; frozen from then on.
+VERSION_4 = {
+    "stage-in": "4468f5f446cfaa822abf8aaf4f0fc21605899e586a73d6b1b6ae1aadbf161198",
+    "compute": "d10995b19669aafc360d1f191f1f299c31fc329b0233f64c7e5b9256c160fdd6",
+    "stage-out": "9f9d0167d1c0f92aba52691a7e6d0e73dacf896fea3865cf672b4c3dff0429e8",
+}
+
+
+def test_versions_are_frozen_and_new_attempts_get_version_4():
     # An Attempt re-renders the text of its recorded version byte for byte (seed 000,
     # Recovery): a change to a script is a new version, never an edit of one.
-    for version, pinned in ((1, VERSION_1), (2, VERSION_2), (3, VERSION_3)):
+    for version, pinned in ((1, VERSION_1), (2, VERSION_2), (3, VERSION_3), (4, VERSION_4)):
         assert {
             stage: hashlib.sha256(text.encode()).hexdigest()
             for stage, text in SCRIPTS_BY_VERSION[version].items()
         } == pinned, f"version {version} changed"
-    assert SCRIPT_VERSION == 3
-    for version in (2, 3):
+    assert SCRIPT_VERSION == 4
+    for version in (2, 3, 4):
         assert f"script version {version}." in scripts_for(version)["compute"].splitlines()[1]
     # Version 3 changed stage-out only: the rest is version 2's below the first line.
     for stage in ("stage-in", "compute"):
         assert scripts_for(3)[stage].splitlines()[2:] == scripts_for(2)[stage].splitlines()[2:]
-    with pytest.raises(UnknownScriptVersion, match="version 4"):
-        scripts_for(4)
+    # Version 4 changed compute only: each command runs as a job step (srun).
+    for stage in ("stage-in", "stage-out"):
+        assert scripts_for(4)[stage].splitlines()[2:] == scripts_for(3)[stage].splitlines()[2:]
+    assert scripts_for(4)["compute"].count("srun --quiet --ntasks=1 -- ") == 2
+    with pytest.raises(UnknownScriptVersion, match="version 5"):
+        scripts_for(5)
 
 
 def test_stage_in_pulls_lfs_objects_only_when_a_file_needs_them(tmp_path):

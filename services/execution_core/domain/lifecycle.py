@@ -26,150 +26,36 @@ Rules kept here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
+from execution_core.domain import attempt_outcomes as ao
 from execution_core.domain import observations, reasons
 from execution_core.domain import reconciliation as rec
 from execution_core.domain import states as s
+from execution_core.domain.lifecycle_facts import (
+    AttemptUpdate,
+    AttemptView,
+    CommandFact,
+    Decision,
+    RunView,
+    Timing,
+    iso_utc,
+    kinds,
+    prepare_payload,
+)
 
-
-@dataclass(frozen=True)
-class CommandFact:
-    """A Site command of an Attempt and its recorded result (None while pending).
-
-    ``seq`` orders the Attempt's commands by creation; ``result_at`` is the
-    PostgreSQL time the result was applied.
-    """
-
-    command_id: str
-    kind: str
-    ordinal: int
-    seq: int
-    created_at: datetime
-    outcome: str | None = None  # succeeded | refused | None
-    code: str | None = None
-    native_jobs: tuple[dict[str, Any], ...] = ()
-    observation: dict[str, Any] | None = None
-    result_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class AttemptView:
-    """The current Attempt with every command sent for it."""
-
-    attempt_id: str
-    number: int
-    state: str
-    created_at: datetime
-    dispatch_deadline: datetime
-    commands: tuple[CommandFact, ...] = ()
-    # ADR 0016: the Site noticed its end when the newest command had this seq.
-    native_end_noticed_after_seq: int | None = None
-    lost_marked: bool = False  # an operator's mark-lost (ReconcileRun)
-    deferred_command_id: str | None = None  # the pending command the Site reported deferred
-
-
-@dataclass(frozen=True)
-class RunView:
-    """What the decision needs of the Run.
-
-    ``material`` is the prepare/apply payload without its deadline
-    (docs/site-commands.md); ``cancel_origin`` is ``member`` or ``deadline``.
-    """
-
-    run_id: str
-    family: str
-    desired_state: str
-    phase: str
-    max_attempts: int
-    backoff_seconds: float
-    material: dict[str, Any]
-    cancel_origin: str = ""
-    retry_at: datetime | None = None
-    started: bool = False
-    retry_on_lost: bool = False  # the action's retry.onLost
-    site_draining: bool = False  # an operator drains the Run's target Site: no new Attempt
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Supervisor timing, all in seconds (configurable; tests use short values)."""
-
-    observe_interval: float = 30.0  # between two observe commands of an active Attempt
-    first_observe: float = 1.0  # start result → first observe; doubles up to observe_interval
-    result_recheck: float = 30.0  # how often to look again while a result is awaited
-    stale_after: float = 120.0  # an observation older than this is "stale"
-    dispatch_timeout: float = 3600.0  # from Attempt creation to the dispatch deadline
-    lost_after: float = 900.0  # the Site does not know a started Attempt this long → lost
-    lost_observe_max: float = 120.0  # the longest wait between two asks meanwhile
-
-
-@dataclass
-class AttemptUpdate:
-    """New values for the current Attempt's row."""
-
-    state: str
-    native_jobs: list[dict[str, Any]] = field(default_factory=list)
-    observation_phase: str = ""
-    native_state: str = ""
-    exit: dict[str, Any] = field(default_factory=dict)
-    reason_code: str = ""
-    started: bool = False
-    ended: bool = False
-
-
-@dataclass
-class Decision:
-    """What the supervisor must persist, atomically, for one step.
-
-    ``commands`` are (kind, payload) for the current Attempt — or for the new
-    Attempt when ``new_attempt_number`` is set. ``end`` is (outcome,
-    reason_code) when the Run becomes terminal (with RunCompleted in the same
-    transaction). ``wake_at`` is when to look again if no result arrives first.
-    """
-
-    phase: str
-    desired_state: str
-    cancel_origin: str
-    attempt: AttemptUpdate | None
-    commands: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    new_attempt_number: int | None = None
-    new_attempt_deadline: datetime | None = None
-    observation_phase: str = ""
-    native_state: str = ""
-    confidence: str = s.CONFIDENCE_NONE
-    exit: dict[str, Any] = field(default_factory=dict)
-    output_commit: str = ""
-    endpoint: str = ""
-    end: tuple[str, str] | None = None
-    emit_started: bool = False
-    retry_at: datetime | None = None
-    wake_at: datetime | None = None
-    native_wait: str = ""  # native-wait code of the chosen observation
-    native_stage: str = ""  # the stage its native state belongs to
-    # Execution Core's own waiting code ("" = none of its own; None = leave as it is).
-    waiting_reason: str | None = None
-
-
-def kinds(family: str) -> tuple[str, str, str]:
-    """(prepare kind, native start kind, stop kind) of a workload family."""
-    if family == s.QUEUED_BATCH:
-        return "prepare", "start", "cancel"
-    return "apply", "apply", "terminate"
-
-
-def prepare_payload(material: dict[str, Any], deadline: datetime) -> dict[str, Any]:
-    """The prepare/apply payload: the saved material plus the dispatch deadline (UTC, ISO 8601)."""
-    return {**material, "deadline": iso_utc(deadline)}
-
-
-def iso_utc(t: datetime) -> str:
-    """``t`` as ``YYYY-MM-DDTHH:MM:SSZ``; a naive datetime is taken as UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = [
+    "AttemptUpdate",
+    "AttemptView",
+    "CommandFact",
+    "Decision",
+    "RunView",
+    "Timing",
+    "decide",
+    "iso_utc",
+    "kinds",
+    "prepare_payload",
+]
 
 
 def _first(cmds: tuple[CommandFact, ...], kind: str) -> CommandFact | None:
@@ -194,7 +80,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             attempt=None,
         )
     if attempt is None:
-        return _without_attempt(run, now, t)
+        return ao.without_attempt(run, now, t)
 
     prep_kind, start_kind, stop_kind = kinds(run.family)
     cmds = attempt.commands
@@ -230,11 +116,11 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
     assert d.attempt is not None
 
     if attempt.state in s.ATTEMPT_TERMINAL:
-        return _after_terminal_attempt(run, attempt, d, now, t)
+        return ao.after_terminal_attempt(run, attempt, d, now, t)
 
     # 1. Definite facts first: refusals and terminal observations end the Attempt.
     if prep is not None and prep.outcome == "refused":
-        return _attempt_ended(
+        return ao.attempt_ended(
             run,
             attempt,
             d,
@@ -246,7 +132,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         )
     if start is not None and start.outcome == "refused":
         code = start.code or reasons.NATIVE_FAILURE
-        return _attempt_ended(
+        return ao.attempt_ended(
             run,
             attempt,
             d,
@@ -261,7 +147,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         d.attempt.exit = d.exit
         phase = obs.terminal["phase"]
         if phase == s.OBS_SUCCEEDED:
-            return _attempt_ended(
+            return ao.attempt_ended(
                 run,
                 attempt,
                 d,
@@ -272,11 +158,11 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
                 t=t,
             )
         if phase == s.OBS_CANCELLED:
-            return _attempt_ended(
+            return ao.attempt_ended(
                 run, attempt, d, s.ATTEMPT_CANCELLED, "", permanent=True, now=now, t=t
             )
         code = (obs.terminal.get("failure") or {}).get("code") or reasons.NATIVE_FAILURE
-        return _attempt_ended(
+        return ao.attempt_ended(
             run,
             attempt,
             d,
@@ -291,10 +177,10 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
     # 1b. Lost Attempts: the Site does not know an Attempt whose start was sent.
     quiet = rec.Silence() if start is None else rec.silence(cmds, after_seq=start.seq)
     if start is not None and attempt.lost_marked:
-        return _attempt_lost(run, attempt, d, reasons.MARKED_LOST, now)
+        return ao.attempt_lost(run, attempt, d, reasons.MARKED_LOST, now)
     lost_at = quiet.lost_at(t.lost_after)
     if lost_at is not None and now >= lost_at:
-        return _attempt_lost(run, attempt, d, reasons.LOST_AT_SITE, now)
+        return ao.attempt_lost(run, attempt, d, reasons.LOST_AT_SITE, now)
     if lost_at is not None:
         d.waiting_reason = reasons.WAIT_ATTEMPT_UNKNOWN_AT_SITE
 
@@ -311,7 +197,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         and now >= attempt.dispatch_deadline
     ):
         if start is None:
-            return _end_without_native_work(
+            return ao.end_without_native_work(
                 d, prep, stop, stop_kind, s.OUTCOME_FAILED, reasons.DISPATCH_DEADLINE_PASSED, now
             )
         # The start is uncertain: stop it under the same Attempt identity, then observe.
@@ -330,7 +216,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             # Never started: no start will ever be sent (fenced here); a prepared
             # workspace is cleaned up by a stop command.
             code = reasons.CANCELLED_BEFORE_START if d.cancel_origin != "deadline" else reason
-            return _end_without_native_work(d, prep, stop, stop_kind, outcome, code, now)
+            return ao.end_without_native_work(d, prep, stop, stop_kind, outcome, code, now)
         d.phase = s.PHASE_CANCELLING
         d.attempt.state = s.ATTEMPT_CANCELLING
         if stop is None:
@@ -340,7 +226,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         if stop.outcome is None:
             d.wake_at = now + timedelta(seconds=t.result_recheck)
             return d
-        return _observe_loop(attempt, d, now, t, after=stop, quiet=quiet)
+        return ao.observe_loop(attempt, d, now, t, after=stop, quiet=quiet)
 
     # 4. The normal path.
     if prep is None:
@@ -372,207 +258,4 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         d.phase = s.PHASE_QUEUED
     else:
         d.phase = s.PHASE_STARTING
-    return _observe_loop(attempt, d, now, t, after=start, quiet=quiet)
-
-
-def _observe_loop(
-    attempt: AttemptView,
-    d: Decision,
-    now: datetime,
-    t: Timing,
-    *,
-    after: CommandFact,
-    quiet: rec.Silence,
-) -> Decision:
-    """Send the next observe when due, one outstanding at a time.
-
-    The n-th observe after ``after`` (n = 0, 1, …) is due ``min(observe_interval,
-    first_observe · 2ⁿ)`` seconds after the previous result (1, 3, 7, 15, 31 s … with
-    the defaults): a Run's end is seen about as late again as its length, at least
-    ``first_observe``, at most ``observe_interval`` (issue 8: every end was seen a whole
-    interval after the start and held its admission slot that long); a long Run costs
-    about log₂(observe_interval / first_observe) more observes in all. After a stop
-    result the first observe is due at once (ADR 0012), and so is the first after the
-    Site noticed the native end (ADR 0016). While the Site answers that it does not know
-    the Attempt, the n-th ask waits ``min(lost_observe_max, first_observe · 2ⁿ)`` after
-    the last answer, and the Run wakes by the end of the reconciliation period at the
-    latest. An unanswered observe wakes the Run when it turns the confidence stale.
-    """
-    observes = [c for c in attempt.commands if c.kind == "observe" and c.seq > after.seq]
-    pending = [c for c in observes if c.outcome is None]
-    if pending:
-        d.wake_at = now + timedelta(seconds=t.result_recheck)
-        stale_at = rec.stale_check_at(
-            attempt.commands, now=now, stale_after=t.stale_after, observe_interval=t.observe_interval
-        )
-        if stale_at is not None:
-            d.wake_at = min(d.wake_at, stale_at)
-        return d
-    last = max((c.result_at for c in observes if c.result_at), default=None)
-    noticed_after = attempt.native_end_noticed_after_seq
-    lost_at = quiet.lost_at(t.lost_after)
-    if lost_at is not None:
-        due = min(quiet.next_ask(t.first_observe, t.lost_observe_max) or now, lost_at)
-    elif last is None and after.kind in ("cancel", "terminate"):
-        due = now  # after a stop result the native state is observed at once
-    elif noticed_after is not None and not any(c.seq > noticed_after for c in observes):
-        # The Site noticed the native end (ADR 0016): observe at once, once. An observe
-        # sent before the notice may have seen the work still running, so only one
-        # sent after it counts — by command order, never by clock readings.
-        due = now
-    else:
-        base = last or after.result_at or now
-        step = min(t.observe_interval, t.first_observe * 2 ** min(len(observes), 32))
-        due = base + timedelta(seconds=step)
-    if now >= due:
-        d.commands.append(("observe", {}))
-        # Look again when it turns stale without an answer, if that comes first.
-        d.wake_at = now + timedelta(seconds=min(t.result_recheck, t.stale_after, t.observe_interval))
-    else:
-        d.wake_at = due
-    return d
-
-
-def _end_without_native_work(
-    d: Decision,
-    prep: CommandFact | None,
-    stop: CommandFact | None,
-    stop_kind: str,
-    outcome: str,
-    code: str,
-    now: datetime,
-) -> Decision:
-    """End a Run whose current Attempt never started native work."""
-    assert d.attempt is not None
-    if prep is not None and stop is None and stop_kind == "cancel":
-        d.commands.append(("cancel", {"reason": code}))  # clean up what prepare staged
-    d.attempt.state = s.ATTEMPT_CANCELLED if outcome == s.OUTCOME_CANCELLED else s.ATTEMPT_FAILED
-    d.attempt.reason_code = code
-    d.attempt.ended = True
-    d.phase = s.PHASE_TERMINAL
-    d.end = (outcome, code)
-    return d
-
-
-def _attempt_ended(
-    run: RunView,
-    attempt: AttemptView,
-    d: Decision,
-    state: str,
-    code: str,
-    *,
-    permanent: bool,
-    now: datetime,
-    t: Timing,
-    outcome: str = s.OUTCOME_FAILED,
-) -> Decision:
-    """The Attempt has a definite end; decide the Run: end (a failure as ``outcome``), or
-    retry as a new Attempt."""
-    assert d.attempt is not None
-    d.attempt.state = state
-    d.attempt.reason_code = code
-    d.attempt.ended = True
-    cancelling = d.desired_state == s.DESIRED_CANCEL
-    if state == s.ATTEMPT_SUCCEEDED:
-        return _end(d, s.OUTCOME_SUCCEEDED, reasons.COMPLETED)
-    if cancelling:
-        code = reasons.DISPATCH_DEADLINE_PASSED if d.cancel_origin == "deadline" else reasons.CANCELLED_BY_MEMBER
-        if not d.attempt.reason_code:  # the Site reported "cancelled": say why, as the Run does
-            d.attempt.reason_code = code
-        return _end(d, s.OUTCOME_FAILED if d.cancel_origin == "deadline" else s.OUTCOME_CANCELLED, code)
-    if state == s.ATTEMPT_CANCELLED:
-        d.attempt.reason_code = "cancelled-at-site"
-        return _end(d, s.OUTCOME_CANCELLED, "cancelled-at-site")
-    if not permanent and attempt.number < run.max_attempts:
-        d.phase = s.PHASE_RETRY_WAIT
-        d.retry_at = now + timedelta(seconds=run.backoff_seconds)
-        d.wake_at = d.retry_at
-        return d
-    return _end(d, outcome, code)
-
-
-def _attempt_lost(
-    run: RunView, attempt: AttemptView, d: Decision, code: str, now: datetime
-) -> Decision:
-    """End the Attempt ``lost`` (``code``: ``lost-at-site`` or ``marked-lost``): the Run
-    ends ``lost`` and its slot is freed, unless the action opts into a retry after a
-    lost Attempt (``retry.onLost``) and Attempts are left; a cancelled Run never retries."""
-    assert d.attempt is not None
-    d.attempt.state = s.ATTEMPT_LOST
-    d.attempt.reason_code = code
-    d.attempt.ended = True
-    d.waiting_reason = ""
-    if (
-        run.retry_on_lost
-        and d.desired_state == s.DESIRED_RUN
-        and attempt.number < run.max_attempts
-    ):
-        d.phase = s.PHASE_RETRY_WAIT
-        d.retry_at = now + timedelta(seconds=run.backoff_seconds)
-        d.wake_at = d.retry_at
-        return d
-    return _end(d, s.OUTCOME_LOST, code)
-
-
-def _end(d: Decision, outcome: str, code: str) -> Decision:
-    d.phase = s.PHASE_TERMINAL
-    d.end = (outcome, code)
-    return d
-
-
-def _after_terminal_attempt(
-    run: RunView, attempt: AttemptView, d: Decision, now: datetime, t: Timing
-) -> Decision:
-    """The Run waits between Attempts (retry-wait): cancel ends it; the retry time starts the next."""
-    d.attempt = None  # a terminal Attempt is never rewritten
-    if run.desired_state == s.DESIRED_CANCEL:
-        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
-    retry_at = run.retry_at or now
-    if now < retry_at:
-        d.phase = s.PHASE_RETRY_WAIT
-        d.retry_at = retry_at
-        d.wake_at = retry_at
-        return d
-    if run.site_draining:
-        d.phase = s.PHASE_RETRY_WAIT
-        d.retry_at = retry_at
-        return _held_by_drain(d, now, t)
-    return _next_attempt(run, attempt.number + 1, d, now, t)
-
-
-def _held_by_drain(d: Decision, now: datetime, t: Timing) -> Decision:
-    """No new Attempt on a draining Site: wait (visibly) and look again each
-    observe interval; resuming the Site wakes the Run at once."""
-    d.waiting_reason = reasons.WAIT_SITE_DRAINING
-    d.wake_at = now + timedelta(seconds=t.observe_interval)
-    return d
-
-
-def _without_attempt(run: RunView, now: datetime, t: Timing) -> Decision:
-    d = Decision(
-        phase=run.phase,
-        desired_state=run.desired_state,
-        cancel_origin=run.cancel_origin,
-        attempt=None,
-        waiting_reason="",
-    )
-    if run.desired_state == s.DESIRED_CANCEL:
-        return _end(d, s.OUTCOME_CANCELLED, reasons.CANCELLED_BEFORE_START)
-    if run.site_draining:
-        return _held_by_drain(d, now, t)
-    return _next_attempt(run, 1, d, now, t)
-
-
-def _next_attempt(run: RunView, number: int, d: Decision, now: datetime, t: Timing) -> Decision:
-    prep_kind, _, _ = kinds(run.family)
-    deadline = now + timedelta(seconds=t.dispatch_timeout)
-    d.new_attempt_number = number
-    d.new_attempt_deadline = deadline
-    d.commands.append((prep_kind, prepare_payload(run.material, deadline)))
-    d.phase = s.PHASE_PREPARING
-    d.retry_at = None
-    d.observation_phase = ""
-    d.native_state = ""
-    d.confidence = s.CONFIDENCE_NONE
-    d.wake_at = min(now + timedelta(seconds=t.result_recheck), deadline)
-    return d
+    return ao.observe_loop(attempt, d, now, t, after=start, quiet=quiet)

@@ -1,7 +1,7 @@
 """Merging an Attempt's observations (seed 002 §9.2: native observation and exit
 facts are evidence, kept apart from the lifecycle's own words).
 
-Pure: over :class:`~execution_core.domain.lifecycle.CommandFact` values (duck-typed:
+Pure: over :class:`~execution_core.domain.lifecycle_facts.CommandFact` values (duck-typed:
 ``kind``, ``seq``, ``outcome``, ``native_jobs``, ``observation``).
 """
 

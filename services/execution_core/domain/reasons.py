@@ -62,6 +62,7 @@ TIMED_OUT_FAILURES = frozenset({"wall-time-exceeded", "timed-out"})
 PERMANENT_SITE_REFUSALS = frozenset(
     {
         "authorisation-refused",
+        "member-consent-refused",  # the member-token owner refused for good (seed 001)
         "repository-commit-missing",
         "repository-not-served",  # the Site's Git server does not serve the repository
         "unsupported-slurm-accelerator-class",
@@ -72,8 +73,14 @@ PERMANENT_SITE_REFUSALS = frozenset(
     }
 )
 #: Failure codes of an *observed* failure that no new Attempt can cure: authority
-#: refused it (a local Attempt that waited for a slot is authorised only then, ADR 0015)
-#: or the pinned commit is not in the repository.
+#: refused it (a local Attempt that waited for a slot is authorised only then, ADR 0015),
+#: the member-token owner refused for good between stages, or the pinned commit is not
+#: in the repository.
 PERMANENT_FAILURES = frozenset(
-    {"authorisation-refused", "repository-commit-missing", "repository-not-served"}
+    {
+        "authorisation-refused",
+        "member-consent-refused",
+        "repository-commit-missing",
+        "repository-not-served",
+    }
 )

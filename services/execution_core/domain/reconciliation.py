@@ -2,7 +2,7 @@
 §9.2, §9.3, §18).
 
 Pure rules over an Attempt's recorded Site commands (duck-typed
-:class:`~execution_core.domain.lifecycle.CommandFact` values: ``kind``, ``seq``,
+:class:`~execution_core.domain.lifecycle_facts.CommandFact` values: ``kind``, ``seq``,
 ``outcome``, ``code``, ``observation``, ``created_at``, ``result_at``):
 
 - **Lost Attempts.** When the Site answers an ``observe`` of an Attempt whose start

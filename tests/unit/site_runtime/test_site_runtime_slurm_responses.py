@@ -28,6 +28,7 @@ from site_runtime.adaptors.slurm.responses import (
     job_state,
     number,
     parse_jobs,
+    step_signal,
 )
 from site_runtime.adaptors.slurm.rest import (
     SlurmLimited,
@@ -308,3 +309,34 @@ def test_setting_parsers_bounds():
     assert parse_positive("X", "2147483647", 1) == 2147483647
     assert parse_positive("X", None, 4) == 4
     assert parse_gpu_gres("") == {} and parse_max_wall("") is None
+
+
+SIGKILLED = {
+    "status": "SIGNALED",
+    "return_code": None,
+    "signal": {"signal_id": 9, "name": "Killed"},
+}
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "derived", "expected"),
+    [
+        # A step killed by SIGKILL; the script passed it on as 137 (recorded from the lab).
+        ({"status": "FAILED", "return_code": 137}, SIGKILLED, (None, 9)),
+        (137 << 8, 9, (None, 9)),  # slurmctld's raw wait statuses
+        # The command's own exit 137: no step died by a signal.
+        (
+            {"status": "FAILED", "return_code": 137},
+            {"status": "SUCCESS", "return_code": 0},
+            (137, None),
+        ),
+        (137 << 8, 0, (137, None)),
+        # The script went on and succeeded, or itself died by a signal.
+        ({"status": "SUCCESS", "return_code": 0}, SIGKILLED, (0, None)),
+        (9, 9, (None, 9)),
+        (1 << 8, None, (1, None)),
+    ],
+)
+def test_a_step_killed_by_a_signal_is_that_signal(exit_code, derived, expected):
+    code, signal = exit_status(exit_code)
+    assert step_signal(code, signal, exit_status(derived)) == expected

@@ -44,7 +44,11 @@ from site_runtime.adaptors.slurm.material import Refusal, prepared_record
 from site_runtime.adaptors.slurm.progress import ChainProgress
 from site_runtime.adaptors.slurm.rest import SlurmRefused, SlurmRest
 from site_runtime.adaptors.slurm.settings import SlurmSettings
-from site_runtime.adaptors.slurm.submission import DeadlinePassed, StageSubmissions
+from site_runtime.adaptors.slurm.submission import (
+    ConsentRefused,
+    DeadlinePassed,
+    StageSubmissions,
+)
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
@@ -56,14 +60,14 @@ from site_runtime.application.site_access import (
     definite,
 )
 from site_runtime.domain import slurm_requests
+from site_runtime.domain.consent import CONSENT_REFUSED, refusal_text
 from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
 from site_runtime.domain.slurm_capacity import NEVER_FITS, never_fits
 from site_runtime.domain.slurm_chain import deadline_refuses
+from site_runtime.domain.slurm_refusals import DEADLINE_TEXT, stage_in_refusal_text
 from site_runtime.domain.slurm_stages import STAGES
 
 log = logging.getLogger("metallo.site_runtime.slurm")
-
-DEADLINE_TEXT = "the Attempt's accepted-work deadline has passed"
 
 
 class SlurmExecutor:
@@ -142,7 +146,8 @@ class SlurmExecutor:
         """Submit stage-in (held, then released) and answer ``queued``.
 
         Refusals: ``attempt-not-prepared``, ``attempt-deadline-passed``,
-        ``slurm-error-<n>``, ``member-token-rejected``, ``authorisation-refused``.
+        ``slurm-error-<n>``, ``member-token-rejected``, ``authorisation-refused``,
+        ``member-consent-refused`` (the member-token owner refused for good).
         Deferrals: ``slurm-submission-limited``, ``slurm-unavailable``,
         ``slurm-observation-unavailable``, ``identity-provider-unavailable``,
         ``repository-unavailable``, ``authority-unavailable``.
@@ -223,7 +228,9 @@ class SlurmExecutor:
         stage_in = self.journal.stages(att.attempt_id)["stage-in"]
         if stage_in.state == "refused":
             code = (stage_in.refusal or {}).get("code")
-            return self._refuse(command, code, _refusal_text(code))
+            if code == CONSENT_REFUSED:
+                await self.progress.cleanup(att)  # the rejection comes once cleanup is done
+            return self._refuse(command, code, stage_in_refusal_text(code, stage_in.refusal))
         if stage_in.state == "prepared":
             refused = await self._authorise(att.run_id, att.attempt_id, att.record)
             if refused is not None:
@@ -238,7 +245,7 @@ class SlurmExecutor:
                     return self._refuse(command, NEVER_FITS, reason)
             await self.submissions.ensure_submitted(att, "stage-in", None, credential)
         except SlurmRefused as refused:
-            return self._refuse(command, refused.code, _refusal_text(refused.code))
+            return self._refuse(command, refused.code, stage_in_refusal_text(refused.code))
         except DeadlinePassed:
             return self._refuse(command, "attempt-deadline-passed", DEADLINE_TEXT)
         except MemberTokenRejected as rejected:
@@ -248,6 +255,8 @@ class SlurmExecutor:
                 "member-token-rejected",
                 f"the member token was refused ({rejected.reason})",
             )
+        except ConsentRefused as refused:
+            return await self._start_consent_refused(command, att, refused.reason)
         native = views.reported_state(self.journal, att.attempt_id)
         return self._save(
             command,
@@ -258,6 +267,20 @@ class SlurmExecutor:
                 observation=views.current("queued", self.clock(), native),
             ),
         )
+
+    async def _start_consent_refused(
+        self, command: SiteCommand, att: AttemptRow, reason: str
+    ) -> CommandResult:
+        """The member-token owner refused for good at ``start``. Before stage-in the
+        refusal is saved on stage-in, the workspace cleaned up and ``start`` refused;
+        once stage-in exists natively the Attempt fails after its cleanup."""
+        if self.journal.stages(att.attempt_id)["stage-in"].state == "prepared":
+            refusal = {"code": CONSENT_REFUSED, "reason": reason}
+            self.journal.update_stage(att.attempt_id, "stage-in", state="refused", refusal=refusal)
+            await self.progress.cleanup(att)
+            return self._refuse(command, CONSENT_REFUSED, refusal_text(reason))
+        self.progress.consent_refused(att)
+        return await self.progress.finish(command, views.attempt(self.journal, att.attempt_id))
 
     async def _never_fits(self, att: AttemptRow, credential: MemberCredential) -> str | None:
         """Why the compute request can never fit its partition (None: it can)."""
@@ -301,9 +324,15 @@ class SlurmExecutor:
             if att.cancel_state is None:
                 self.journal.update_attempt(att.attempt_id, cancel_state="requested")
             self.fault("cancel-intent")
-            result = await self.cancellation.cancel_chain(
-                views.attempt(self.journal, att.attempt_id)
-            )
+            try:
+                result = await self.cancellation.cancel_chain(
+                    views.attempt(self.journal, att.attempt_id)
+                )
+            except ConsentRefused:
+                # Nothing can be cancelled as a member who may no longer act: the
+                # Attempt ends member-consent-refused and the cancel finds it ended.
+                self.progress.consent_refused(views.attempt(self.journal, att.attempt_id))
+                result = "already-terminal"
             self.journal.update_attempt(att.attempt_id, cancel_result=result, cancel_state="done")
         return self._save(
             command, self._cancel_result(command, views.attempt(self.journal, att.attempt_id))
@@ -366,12 +395,3 @@ class SlurmExecutor:
             return f"authority refused ({error.code})"
         return None
 
-
-def _refusal_text(code: str | None) -> str:
-    """Who refused the stage-in job: slurmctld (``slurm-error-<n>``) or the edge, which
-    refused its repository grant (:class:`~.grants.GrantRefused`)."""
-    if code and code.startswith("slurm-error-"):
-        return "Slurm refused the stage-in job"
-    if code == "slurm-job-requeueable":
-        return "Slurm would requeue the stage-in job (the Site forces requeueing); it was cancelled"
-    return f"the Site edge refused the stage-in job's repository grant ({code})"

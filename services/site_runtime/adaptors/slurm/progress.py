@@ -35,6 +35,7 @@ from site_runtime.adaptors.slurm.material import COMMIT
 from site_runtime.adaptors.slurm.rest import SlurmRefused, SlurmRest
 from site_runtime.adaptors.slurm.scripts import OUTPUT_COMMIT_MARK
 from site_runtime.adaptors.slurm.submission import (
+    ConsentRefused,
     DeadlinePassed,
     StageSubmissions,
     identity,
@@ -42,6 +43,7 @@ from site_runtime.adaptors.slurm.submission import (
 )
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.domain import slurm_requests
+from site_runtime.domain.consent import consent_verdict
 from site_runtime.domain.outcomes import now_iso
 from site_runtime.domain.slurm_chain import (
     Verdict,
@@ -83,7 +85,8 @@ class ChainProgress:
     async def observe(self, command: SiteCommand, att: AttemptRow) -> CommandResult:
         """The Attempt's observation now (its saved outcome once decided).
 
-        Raises Deferred when Slurm, the member token or cleanup cannot progress now.
+        Raises Deferred when Slurm, the member token or cleanup cannot progress now; a
+        member token refused for good ends the Attempt (``member-consent-refused``).
         """
         if att.outcome is not None:
             if att.cleanup_state != "done":
@@ -95,6 +98,20 @@ class ChainProgress:
                 return await self._advance(command, att, credential)
         except SlurmRefused:
             return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+        except ConsentRefused:
+            self.consent_refused(att)
+            return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+
+    def consent_refused(self, att: AttemptRow) -> None:
+        """Save the Attempt's end after the member-token owner refused it for good
+        (:func:`~site_runtime.domain.consent.consent_verdict`), before any cleanup, so
+        neither a restart nor a later command submits another stage."""
+        if att.outcome is None:
+            self._save_outcome(
+                att,
+                self.journal.stages(att.attempt_id),
+                consent_verdict(self.journal.stages(att.attempt_id)),
+            )
 
     async def _advance(
         self, command: SiteCommand, att: AttemptRow, credential: MemberCredential

@@ -85,6 +85,19 @@ def exit_status(value: Any) -> tuple[int | None, int | None]:
     return (raw >> 8) & 0xFF, None
 
 
+def step_signal(
+    code: int | None, signal: int | None, derived: tuple[int | None, int | None]
+) -> tuple[int | None, int | None]:
+    """``(exit code, signal)`` of a job whose batch script ended non-zero because one of
+    its job steps died by a signal (``derived``, the job's derived exit code, says
+    which): that signal, no exit code — the compute script (version 4) runs each
+    command as a step and can only pass the death on as ``128+N``. Otherwise ``(code,
+    signal)`` unchanged, so a command's own ``exit 137`` stays exit code 137."""
+    if signal is None and code not in (None, 0) and derived[1]:
+        return None, derived[1]
+    return code, signal
+
+
 def _reason(job: dict[str, Any]) -> str | None:
     reason = job.get("state_reason")
     if reason is None and isinstance(job.get("state"), dict):
@@ -102,6 +115,7 @@ def parse_job(job: Any, source: str) -> NativeJob:
     state_field = job.get("job_state", job.get("state"))
     state, _flags = job_state(state_field)
     code, signal = exit_status(job.get("exit_code"))
+    code, signal = step_signal(code, signal, exit_status(job.get("derived_exit_code")))
     user = job.get("user_name", job.get("user"))
     association = job.get("association")
     account = job.get("account")

@@ -40,6 +40,10 @@ script is therefore a new version beside the old ones, never an edit of an old o
   (exit 87); a branch already holding exactly these changes reports no output commit.
   Without it, of ten Runs of one branch at once nine would lose their outputs.
   Stage-in, compute and the prelude are version 2's.
+* version 4 — compute runs each command as a Slurm job step (``srun``), so a command
+  killed by a signal is recorded as that signal in the step record (Slurm's derived
+  exit code: SIGKILL → signal 9) instead of bash's ``exit 128+N``, while a command's
+  own ``exit 137`` stays exit code 137. The rest is version 3's.
 """
 
 from __future__ import annotations
@@ -314,6 +318,15 @@ if [ -z "$pushed" ]; then say "push failed"; exit 87; fi
 assert _STAGE_OUT_V2.count(_PUSH_LOOP_V2) == 1
 _STAGE_OUT_V3 = _STAGE_OUT_V2.replace(_PUSH_LOOP_V2, _PUSH_LOOP_V3)
 
+# Version 4's compute is version 3's with every command run as a job step (derived, so
+# the rest stays byte-identical).
+_RUN_SHELL = '    /bin/sh -c "${!shell_var}"\n'
+_RUN_ARGV = '    "${argv[@]}"\n'
+assert _COMPUTE.count(_RUN_SHELL) == 1 and _COMPUTE.count(_RUN_ARGV) == 1
+_COMPUTE_V4 = _COMPUTE.replace(
+    _RUN_SHELL, '    srun --quiet --ntasks=1 -- /bin/sh -c "${!shell_var}"\n'
+).replace(_RUN_ARGV, '    srun --quiet --ntasks=1 -- "${argv[@]}"\n')
+
 #: Version 2's exit summary starts on a line of its own: a command whose output did not
 #: end with a newline left "…last words2026-11-30T… metallo compute: exit status 0".
 #: Only when the log is a regular file (reading a pipe would take its bytes).
@@ -326,9 +339,11 @@ assert _ASKPASS_CLEANUP in _PRELUDE
 _PRELUDE_V2 = _PRELUDE.replace(_ASKPASS_CLEANUP, _ASKPASS_CLEANUP + _ON_A_NEW_LINE)
 
 
-def _scripts(version: int, stage_in: str, stage_out: str, prelude: str) -> dict[str, str]:
+def _scripts(
+    version: int, stage_in: str, stage_out: str, prelude: str, compute: str = _COMPUTE
+) -> dict[str, str]:
     head = _PRELUDE_HEAD.format(version=version) + prelude + "\n"
-    return {"stage-in": head + stage_in, "compute": head + _COMPUTE, "stage-out": head + stage_out}
+    return {"stage-in": head + stage_in, "compute": head + compute, "stage-out": head + stage_out}
 
 
 #: version -> stage -> the exact script text. Never edit an existing version's text.
@@ -336,9 +351,10 @@ SCRIPTS_BY_VERSION: dict[int, dict[str, str]] = {
     1: _scripts(1, _STAGE_IN_V1, _STAGE_OUT_V1, _PRELUDE),
     2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2, _PRELUDE_V2),
     3: _scripts(3, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2),
+    4: _scripts(4, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2, _COMPUTE_V4),
 }
 #: The version a new Attempt is prepared with.
-SCRIPT_VERSION = 3
+SCRIPT_VERSION = 4
 SCRIPTS = SCRIPTS_BY_VERSION[SCRIPT_VERSION]
 
 

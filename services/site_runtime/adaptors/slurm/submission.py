@@ -33,6 +33,7 @@ from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.ports import Deferred
 from site_runtime.application.site_access import MemberTokens
 from site_runtime.domain import slurm_requests
+from site_runtime.domain.consent import permanent_reason
 from site_runtime.domain.slurm_chain import deadline_refuses
 from site_runtime.domain.slurm_jobs import NativeIdentity
 from site_runtime.domain.slurm_settling import settle_submission
@@ -43,6 +44,15 @@ log = logging.getLogger("metallo.site_runtime.slurm")
 
 class DeadlinePassed(Exception):
     """The accepted-work deadline passed just before a fresh submission."""
+
+
+class ConsentRefused(Exception):
+    """The member-token owner refused the Attempt's token for good
+    (:func:`~site_runtime.domain.consent.permanent_reason`); ``reason`` is its code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _slurm_time(now: float) -> str:
@@ -85,12 +95,17 @@ class StageSubmissions:
         self.fault = fault
 
     async def credential(self, att: AttemptRow) -> MemberCredential:
-        """The member token for ``att``; Deferred when the edge cannot give one now."""
+        """The member token for ``att``. Raises ConsentRefused when the edge refused it
+        for good, Deferred when it cannot give one now (a temporary refusal included)."""
         try:
             return await self.tokens.member_token(att.attempt_id)
         except EdgeUnavailable as error:
             raise Deferred(error.code, "no member token now") from None
         except EdgeRefused as error:
+            reason = permanent_reason(error.status, error.code, error.reason)
+            if reason is not None:
+                log.warning("attempt %s: member token refused for good (%s)", att.attempt_id, reason)
+                raise ConsentRefused(reason) from None
             raise Deferred(
                 "identity-provider-unavailable", f"member token refused ({error.code})"
             ) from None
