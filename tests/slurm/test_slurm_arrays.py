@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 
+from site_runtime.adaptors.slurm.array_cancellation import ArrayChildCancellation
 from site_runtime.adaptors.slurm.array_journal import ArrayJournal
 from site_runtime.adaptors.slurm.arrays import ArraySubmissions
 from site_runtime.domain.slurm_arrays import NotHomogeneous
@@ -182,3 +183,44 @@ async def test_kill_9_during_the_submission_leaves_exactly_one_array_per_stage(
         for suffix in STAGE_NAMES.values():
             for task in array_tasks(f"metallo-{group}{suffix}"):
                 scancel(task["array_job_id"])
+
+
+class StopBeforeRelease(Exception):
+    """Ends the submission once all three arrays are held (none released)."""
+
+
+async def test_cancelling_one_child_cancels_its_task_in_every_array_and_no_sibling(
+    executor, tokens
+):
+    attempts = await prepare_three(executor)
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    arrays = ArrayJournal(executor.journal)
+
+    def stop(step: str) -> None:
+        if step == "held:stage-out":
+            raise StopBeforeRelease()
+
+    submissions = ArraySubmissions(
+        journal=executor.journal, arrays=arrays, rest=executor.rest, fault=stop
+    )
+    credential = await tokens.member_token(attempts[0])
+    with pytest.raises(StopBeforeRelease):
+        await submissions.submit(group, attempts, None, credential)
+    job_ids = {s: r.job_id for s, r in arrays.stages(group).items()}
+    try:
+        cancellation = ArrayChildCancellation(arrays=arrays, rest=executor.rest)
+        results = await cancellation.cancel_child(group, attempts[1], "alice", credential)
+        assert results == {f"{job_ids[s]}_1": "accepted" for s in STAGE_NAMES}
+        for stage, suffix in STAGE_NAMES.items():
+            states = {int(t["task"]): t["state"] for t in array_tasks(f"metallo-{group}{suffix}")}
+            # A task cancelled while its array is pending and unsplit leaves no record of
+            # its own (nor in accounting): slurmctld drops it from the array's task set.
+            assert states == {0: "PENDING", 2: "PENDING"}, (stage, states)
+            assert "ArrayTaskId=0,2 " in scontrol_show(job_ids[stage])
+        # A task that is already gone is reported so, not guessed.
+        again = await cancellation.cancel_child(group, attempts[1], "alice", credential)
+        assert set(again.values()) <= {"not-found", "already-terminal"}, again
+    finally:
+        for job_id in job_ids.values():
+            if job_id:
+                scancel(job_id)

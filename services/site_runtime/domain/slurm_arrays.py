@@ -236,6 +236,21 @@ def parse_task_job_id(value: str) -> ArrayTaskId:
     return ArrayTaskId(str(int(match.group(1))), task)
 
 
+def child_tasks(
+    array_job_ids: Mapping[str, str | None], mapping: TaskMapping, attempt_id: str
+) -> dict[str, str]:
+    """``{stage: JOBID_TASK}`` of ``attempt_id``'s task in each array submitted so far
+    (``array_job_ids`` is stage → array job id, None before submission): cancelling a
+    child cancels its task in every stage, so no later task of it waits for ever on
+    ``aftercorr``. KeyError when the Attempt is not in the group."""
+    index = mapping.index_of(attempt_id)
+    return {
+        stage: task_job_id(job_id, index)
+        for stage in STAGES
+        if (job_id := array_job_ids.get(stage)) is not None
+    }
+
+
 def log_path(workspace_root: str, prefix: str, group_id: str, stage: str) -> str:
     """The per-task log pattern of the group's ``stage`` array: Slurm replaces ``%a``
     with the task index, so task ``i``'s log is its Attempt's (by the mapping)."""

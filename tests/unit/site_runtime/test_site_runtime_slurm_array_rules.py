@@ -19,6 +19,7 @@ from site_runtime.domain.slurm_arrays import (
     array_identity,
     array_spec,
     array_stage_request,
+    child_tasks,
     homogeneity_reason,
     parse_task_job_id,
     task_job_id,
@@ -263,3 +264,24 @@ def test_array_stage_request_refuses_a_mixed_group():
         )
     assert raised.value.code == "array-not-homogeneous"
     assert "compute.memory_mib differs" in raised.value.reason
+
+
+@pytest.mark.parametrize(
+    ("array_job_ids", "attempt", "tasks"),
+    [
+        (
+            {"stage-in": "10", "compute": "11", "stage-out": "12"},
+            "a-5",
+            {"stage-in": "10_1", "compute": "11_1", "stage-out": "12_1"},
+        ),
+        ({"stage-in": "10", "compute": None, "stage-out": None}, "a-7", {"stage-in": "10_0"}),
+        ({}, "a-3", {}),
+    ],
+)
+def test_a_child_is_its_index_in_every_submitted_array(array_job_ids, attempt, tasks):
+    assert child_tasks(array_job_ids, TaskMapping(("a-7", "a-5", "a-3")), attempt) == tasks
+
+
+def test_a_child_outside_the_group_has_no_tasks():
+    with pytest.raises(KeyError):
+        child_tasks({"compute": "11"}, TaskMapping(("a-7",)), "a-9")
