@@ -38,6 +38,7 @@ from site_runtime.adaptors.slurm.responses import (
     parse_jobs,
     submitted_job_id,
 )
+from site_runtime.domain.slurm_arrays import parse_task_job_id
 from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob, wire_job
 
 API = "v0.0.38"
@@ -339,10 +340,12 @@ class SlurmRest:
         raise SlurmUncertain(f"the release answered HTTP {response.status_code}")
 
     async def cancel(self, job_id: str, *, credential: MemberCredential, user: str) -> str:
-        """Cancel one job: ``accepted``, or ``not-found`` when slurmctld does not know it."""
+        """Cancel one job, or one array task named ``JOBID_TASK``: ``accepted``, or
+        ``not-found`` when slurmctld does not know it."""
+        target = str(parse_task_job_id(job_id)) if "_" in job_id else str(int(job_id))
         headers = await self._headers(credential, user)
         try:
-            response = await self._http().delete(f"/slurm/{API}/job/{int(job_id)}", headers=headers)
+            response = await self._http().delete(f"/slurm/{API}/job/{target}", headers=headers)
         except httpx.HTTPError:
             raise SlurmUncertain("the cancellation's answer was lost") from None
         self.forget_list()
