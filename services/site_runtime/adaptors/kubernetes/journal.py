@@ -103,7 +103,8 @@ class ObjectRow:
 
 
 class KubernetesJournal(GroupCommitJournal):
-    """``jobs.sqlite`` of the kubernetes executor; each method is one short transaction."""
+    """``jobs.sqlite`` of the kubernetes executor; each method is one short transaction
+    (inside :meth:`grouped`, progress waits for a commit point: :mod:`.group_commit`)."""
 
     SCHEMA = _SCHEMA
 
