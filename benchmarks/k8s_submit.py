@@ -23,7 +23,7 @@ workspace claims do not exist). Each round's Jobs and Pods are deleted after its
 clock stops (the namespace quota counts them). Prints one JSON line
 ``{"benchmark", "jobs", "concurrency", "raw_per_second", "executor_per_second",
 "ratio", "target_ratio", "measures"}``. Target: ratio >= 0.8. Needs
-``scripts/k8s-lab up``; ``--smoke`` makes a short run (the test suite's):
+``scripts/k8s-lab up`` (its files under ``METALLO_K8S_LAB_STATE``, as the tests'); ``--smoke`` makes a short run (the test suite's):
 
     .venv/bin/python -m benchmarks.k8s_submit --jobs 300 --concurrency 8
 """
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 import time
 import uuid
@@ -58,7 +59,7 @@ from site_runtime.application.ports import SiteCommand
 from site_runtime.domain.kubernetes_manifests import compute_job
 from site_runtime.domain.kubernetes_names import LABEL_SITE, LABEL_STAGE, object_name
 
-LAB = Path("/var/lib/metallo-k8s-lab")
+LAB = Path(os.environ.get("METALLO_K8S_LAB_STATE", "/var/lib/metallo-k8s-lab"))
 MEMBER = {"id": "m-alice", "site_username": "alice", "account": "demo"}
 NAMESPACE = "metallo-demo"
 

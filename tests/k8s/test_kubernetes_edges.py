@@ -253,3 +253,47 @@ async def test_a_prepared_attempts_grant_secret_goes_when_its_pod_ends_before_st
     assert grants.released == [grants.issued[0].grant_id]
     started = await executor.start(drv.command("start"))
     assert started.observation["failure"]["code"] == "stage-in-failed"
+
+
+async def test_a_start_commits_twice_and_sends_one_create(executor):
+    url, commit, _ = make_repository()
+    drv = Driver(executor.site.site_id)
+    await executor.prepare(drv.command("prepare", payload(url, commit, ["true"])))
+    wait_phase(drv.attempt_id, "Pod", "stage-in", {"Succeeded"})
+    calls: list[str] = []
+    api = executor.api
+    real_list, real_create, real_get = api.list, api.create, api.get
+
+    async def counted_list(kind, selector):
+        calls.append(f"list {kind}")
+        return await real_list(kind, selector)
+
+    async def counted_create(manifest, **kwargs):
+        # The Job's intent is durable when its create is sent.
+        assert executor.journal.object(drv.attempt_id, "compute").state == "intent"
+        assert not executor.journal._conn.in_transaction
+        calls.append(f"create {manifest['kind']}")
+        return await real_create(manifest, **kwargs)
+
+    async def counted_get(kind, namespace, name):
+        calls.append(f"get {kind}")
+        return await real_get(kind, namespace, name)
+
+    api.list, api.create, api.get = counted_list, counted_create, counted_get
+    executor.snapshots.expire()
+    start = drv.command("start")
+    before = executor.journal.commits
+    try:
+        started = await executor.start(start)
+    finally:
+        api.list, api.create, api.get = real_list, real_create, real_get
+    assert started.outcome == "succeeded"
+    # One commit with the Job's intent (the start's progress with it), one with the
+    # result: nothing is left uncommitted when the answer is given.
+    assert executor.journal.commits - before == 2
+    assert not executor.journal._conn.in_transaction
+    assert calls == ["list Job", "list Pod", "create Job"], calls
+    assert executor.journal.object(drv.attempt_id, "compute").state == "created"
+    replayed = await executor.start(start)
+    assert replayed == started and executor.journal.commits - before == 2
+    await executor.cancel(drv.command("cancel", {"reason": "member-request"}))

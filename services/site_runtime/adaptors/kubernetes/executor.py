@@ -225,6 +225,13 @@ class KubernetesExecutor:
         return self._save(command, "succeeded", row=self.journal.attempt(row.attempt_id))
 
     async def _start(self, command: SiteCommand) -> CommandResult:
+        # Progress is committed with the Job's intent or the result (.group_commit).
+        with self.journal.grouped():
+            result = await self._start_grouped(command)
+            await self.journal.durable()  # the result is durable before the answer
+        return result
+
+    async def _start_grouped(self, command: SiteCommand) -> CommandResult:
         row = self.journal.attempt(command.attempt_id)
         assert row is not None
         if row.state == "refused":

@@ -18,6 +18,8 @@ Tables:
   (:class:`site_runtime.adaptors.sqlite_journal.ResultJournal`).
 
 Repository tokens are never stored: only grant ids.
+
+Commit points: :mod:`.group_commit` (the ``start`` command groups its progress).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from site_runtime.adaptors.sqlite_journal import ResultJournal, now_iso
+from site_runtime.adaptors.kubernetes.group_commit import GroupCommitJournal
+from site_runtime.adaptors.sqlite_journal import now_iso
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
@@ -99,8 +102,9 @@ class ObjectRow:
     ended: bool
 
 
-class KubernetesJournal(ResultJournal):
-    """``jobs.sqlite`` of the kubernetes executor; each method is one short transaction."""
+class KubernetesJournal(GroupCommitJournal):
+    """``jobs.sqlite`` of the kubernetes executor; each method is one short transaction
+    (inside :meth:`grouped`, progress waits for a commit point: :mod:`.group_commit`)."""
 
     SCHEMA = _SCHEMA
 
@@ -136,7 +140,7 @@ class KubernetesJournal(ResultJournal):
     ) -> AttemptRow:
         """Insert a ``prepared`` Attempt unless it exists; return the saved row."""
         now = now_iso()
-        self._conn.execute(
+        self._write(
             "INSERT OR IGNORE INTO attempts (attempt_id, run_id, attempt_number, material_json,"
             " namespace, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'prepared', ?, ?)",
             (
@@ -163,26 +167,26 @@ class KubernetesJournal(ResultJournal):
         ended_at: float | None = None,
         cleanup_due: float | None = None,
     ) -> None:
-        """Move the Attempt to ``state``; the end facts are kept once set."""
-        self._conn.execute(
+        """Move the Attempt to ``state``; the end facts are kept once set. An active
+        ``state`` is progress (:mod:`.group_commit`), an end or refusal a commit point."""
+        self._write(
             "UPDATE attempts SET state = ?, code = COALESCE(?, code),"
             " output_commit = COALESCE(?, output_commit), ended_at = COALESCE(?, ended_at),"
             " cleanup_due = COALESCE(?, cleanup_due), updated_at = ? WHERE attempt_id = ?",
             (state, code, output_commit, ended_at, cleanup_due, now_iso(), attempt_id),
+            progress=state in ACTIVE,
         )
 
     def set_cancel_result(self, attempt_id: str, answer: str) -> None:
         """Save the cancellation's answer (its intent, before anything is deleted)."""
-        self._conn.execute(
+        self._write(
             "UPDATE attempts SET cancel_result = ?, updated_at = ? WHERE attempt_id = ?",
             (answer, now_iso(), attempt_id),
         )
 
     def clear_cleanup(self, attempt_id: str) -> None:
         """The Attempt's cleanup is complete: nothing is due any more."""
-        self._conn.execute(
-            "UPDATE attempts SET cleanup_due = NULL WHERE attempt_id = ?", (attempt_id,)
-        )
+        self._write("UPDATE attempts SET cleanup_due = NULL WHERE attempt_id = ?", (attempt_id,))
 
     def active_attempts(self) -> list[str]:
         """Attempts not yet ended, oldest first."""
@@ -217,10 +221,12 @@ class KubernetesJournal(ResultJournal):
         return [_object(r) for r in rows]
 
     def intent(self, attempt_id: str, role: str, kind: str, name: str) -> ObjectRow:
-        """Record the intent to create ``role`` (before the request is sent); idempotent."""
-        self._conn.execute(
+        """Record the intent to create ``role`` (durable before the request is sent:
+        progress in a grouped block, then :meth:`durable`); idempotent."""
+        self._write(
             "INSERT OR IGNORE INTO objects (attempt_id, role, kind, name, state) VALUES (?, ?, ?, ?, 'intent')",
             (attempt_id, role, kind, name),
+            progress=True,
         )
         row = self.object(attempt_id, role)
         assert row is not None
@@ -228,21 +234,22 @@ class KubernetesJournal(ResultJournal):
 
     def created(self, attempt_id: str, role: str, uid: str) -> None:
         """The object exists with ``uid`` (created or adopted)."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET state = 'created', uid = ? WHERE attempt_id = ? AND role = ? AND state != 'deleted'",
             (uid, attempt_id, role),
+            progress=True,
         )
 
     def deleting(self, attempt_id: str, role: str) -> None:
         """A delete of the object is about to be sent (kept until its absence is confirmed)."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET state = 'deleting' WHERE attempt_id = ? AND role = ? AND state = 'created'",
             (attempt_id, role),
         )
 
     def deleted(self, attempt_id: str, role: str) -> None:
         """The object is gone: its tombstone (it is never created again)."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET state = 'deleted' WHERE attempt_id = ? AND role = ?",
             (attempt_id, role),
         )
@@ -255,7 +262,7 @@ class KubernetesJournal(ResultJournal):
     def reopen(self, attempt_id: str, role: str) -> None:
         """A deleted half-made object (a Secret holding a replaced grant) may be created
         once more: back to ``intent``. Only for Secrets, never for stage objects."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET state = 'intent', uid = NULL WHERE attempt_id = ? AND role = ?"
             " AND role LIKE '%-secret'",
             (attempt_id, role),
@@ -263,14 +270,14 @@ class KubernetesJournal(ResultJournal):
 
     def set_grant(self, attempt_id: str, role: str, grant_id: str) -> None:
         """Journal the stage's repository grant id (never its token)."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET grant_id = ?, grant_released = 0 WHERE attempt_id = ? AND role = ?",
             (grant_id, attempt_id, role),
         )
 
     def grant_released(self, attempt_id: str, role: str) -> None:
         """The stage's grant was revoked at the edge."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET grant_released = 1 WHERE attempt_id = ? AND role = ?",
             (attempt_id, role),
         )
@@ -284,10 +291,11 @@ class KubernetesJournal(ResultJournal):
         code: str | None,
     ) -> None:
         """Save how the stage's Pod or Job ended (the first end recorded stays)."""
-        self._conn.execute(
+        self._write(
             "UPDATE objects SET ended = 1, exit_code = ?, signal = ?, code = ?"
             " WHERE attempt_id = ? AND role = ? AND ended = 0",
             (exit_code, signal, code, attempt_id, role),
+            progress=True,
         )
 
 

@@ -100,6 +100,7 @@ class NativeObjects:
         if current is not None and current.state != "intent":
             return current if current.state == "created" else None
         self.journal.intent(row.attempt_id, role, kind, name)
+        await self.journal.durable()  # the intent is durable before the create is sent
         self._fault(f"intent:{role}")
         try:
             created = await self.api.create(manifest, user=user, groups=groups)
@@ -161,6 +162,7 @@ class NativeObjects:
         current = self.journal.object(row.attempt_id, role)
         if current is None or current.state == "deleted":
             return
+        await self.journal.durable()  # what led here is durable before the delete is sent
         if current.state == "intent" and current.kind in UNREADABLE:
             await self._delete_unread_intent(row, current, identity, role)
             self.journal.deleted(row.attempt_id, role)

@@ -189,6 +189,7 @@ class StageDriver:
                 await self.release(row.attempt_id, role, secret.grant_id)
         name = object_name(row.attempt_id, stage)
         self.journal.intent(row.attempt_id, role, "Secret", name)
+        await self.journal.durable()  # the intent is durable before a grant is issued
         try:
             grant = await self.grants.issue(row.attempt_id, stage)
         except EdgeUnavailable as error:
@@ -230,6 +231,7 @@ class StageDriver:
 
     async def release(self, attempt_id: str, role: str, grant_id: str) -> bool:
         """Revoke one stage grant at the edge; False (kept for later) when it cannot now."""
+        await self.journal.durable()  # what led here is durable before the edge is asked
         return await release_stage_grant(self.grants, self.journal, attempt_id, role, grant_id, log)
 
     # ------------------------------------------------------------ reads
