@@ -45,9 +45,10 @@ def meta(member: str = "m-alice") -> common_pb2.CommandMetadata:
 
 
 @pytest.fixture
-async def owners(edge, make_database, amqp_url, topology, monkeypatch):
+async def owners(edge, make_database, bus_url, topology, monkeypatch):
     """The three owners' command servers and relays (verifying the edge issuer's member
-    tokens) and a client that asserts members (the tests' ``guest`` may)."""
+    tokens), each as its own principal, and a client that asserts members (as the Go
+    API, a principal allowed to)."""
     monkeypatch.setenv("METALLO_OIDC_ISSUER", "https://issuer.test")
     monkeypatch.setenv("METALLO_OIDC_JWKS_URL", f"file:{edge.tmp / 'issuer' / 'jwks.json'}")
     monkeypatch.setenv("METALLO_GOVERNANCE_FILE", str(edge.governance_file))
@@ -56,15 +57,17 @@ async def owners(edge, make_database, amqp_url, topology, monkeypatch):
                              pool_size=4)
                for name in ("execution_core", "pipeline_coordination")]
     parts = [
-        ExecutionCore(engine=engines[0], amqp_url=amqp_url, topology=topology,
+        ExecutionCore(engine=engines[0], amqp_url=bus_url("execution_core"), topology=topology,
                       authority=CoreAuthority(governance), parts=frozenset({"server", "relay"}),
                       relay_poll_seconds=0.05),
-        PipelineCoordination(engine=engines[1], amqp_url=amqp_url, topology=topology,
+        PipelineCoordination(engine=engines[1], amqp_url=bus_url("pipeline_coordination"), topology=topology,
                              authority=PipelineAuthority(governance),
                              parts=frozenset({"server", "relay"}), relay_poll_seconds=0.05),
-        build_command_server(edge.engine, amqp_url, topology, SiteAuthority(edge.governance_file)),
-        OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination", poll_seconds=0.05),
-        RequestClient(amqp_url, topology),
+        build_command_server(edge.engine, bus_url("site_coordination"), topology,
+                             SiteAuthority(edge.governance_file)),
+        OutboxRelay(edge.engine, bus_url("site_coordination"), topology, owner="site_coordination",
+                    poll_seconds=0.05),
+        RequestClient(bus_url("go_api"), topology),
     ]
     for part in parts:
         await part.start()

@@ -15,6 +15,7 @@ from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import OutcomeUncertain, Rejected
 from metallo.operator_requests import operator_metadata
+from tests.bus import BUS
 from tests.integration.audit_support import (
     all_audit_text,
     allow_commits,
@@ -57,7 +58,7 @@ async def test_accepted_and_refused_launches_are_recorded_with_their_decision(ma
     assert (ok["actor"], ok["project"], ok["action"], ok["decision"], ok["code"]) == (
         "m-alice", "demo", "run.launch", "accepted", "")
     assert ok["affected"] == {"run_id": reply.run_id, "workload_id": "w-train"}
-    assert ok["principal"] == "guest" and ok["correlation_id"]
+    assert ok["principal"] == BUS.user("go_api") and ok["correlation_id"]
     assert ok["summary"]["workload_id"] == "w-train" and ok["summary"]["revision"] == "1"
     # The deciding transaction: the same now() as the Run's acceptance and the receipt.
     async with stack.engine.connect() as conn:

@@ -33,13 +33,14 @@ READ = {"run_id": "run-1", "attempt_id": "att-1", "viewer": "m-bob", "read_kind"
 
 
 @pytest.fixture
-async def bus(edge, amqp_url, topology):
-    """Site Coordination's command server and relay, and a client asserting members."""
-    server = build_command_server(edge.engine, amqp_url, topology,
+async def bus(edge, bus_url, topology):
+    """Site Coordination's command server and relay, and a client asserting members (as
+    the Go API, a principal allowed to)."""
+    server = build_command_server(edge.engine, bus_url("site_coordination"), topology,
                                   GovernanceAuthority(edge.governance_file))
-    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination",
-                        poll_seconds=0.05)
-    client = RequestClient(amqp_url, topology)
+    relay = OutboxRelay(edge.engine, bus_url("site_coordination"), topology,
+                        owner="site_coordination", poll_seconds=0.05)
+    client = RequestClient(bus_url("go_api"), topology)
     for part in (server, relay, client):
         await part.start()
     try:

@@ -109,15 +109,17 @@ async def test_the_git_server_refuses_a_grant_of_an_ended_attempt_before_revocat
                                   user=g["user"], password=g["password"])
         assert code == 0, out
 
-    # A result that ends att-a: its grant stops working at once, unrevoked.
+    # A result that ends att-a: its grant stops working at once (and is revoked with it).
     r = await client.post(f"/v1/commands/{prepare_a['sequence']}/result",
                           json=result_for(prepare_a, phase="failed", outcome="succeeded"))
     assert r.status_code == 200, r.text
     # run-b's end is known (as from a RunCompleted racing the grant's issue).
     async with edge.engine.begin() as conn:
         await conn.execute(insert(ended_runs).values(run_id="run-b", outcome="cancelled"))
+    assert await _revoked(edge, grants["att-a"]["grant_id"])
+    # run-b's grant is refused by the Git server before anything revokes it.
+    assert not await _revoked(edge, grants["att-b"]["grant_id"])
     for attempt, g in grants.items():
-        assert not await _revoked(edge, g["grant_id"])
         code, out = await git.run("fetch", "-q", git.url("demo.git"), cwd=tmp_path / attempt,
                                   user=g["user"], password=g["password"])
         assert code != 0 and "Authentication failed" in out, (attempt, out)

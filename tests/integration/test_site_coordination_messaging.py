@@ -88,16 +88,16 @@ def _after(command_id: str, after: str, attempt_id: str = "att-1") -> sc_pb2.App
 
 
 async def test_a_command_that_overtook_its_predecessor_waits_for_it(
-        make_database, tmp_path, namespace, topology, amqp_url):
+        make_database, tmp_path, namespace, topology, bus_url):
     """Replicas compete for one queue: the Attempt's second command may be handled before
     its first. It is retried until the first is in the stream, then appended after it."""
     edge = await start_harness(make_database, tmp_path, namespace)
-    server = build_command_server(edge.engine, amqp_url, topology)
-    relay = OutboxRelay(edge.engine, amqp_url, topology, owner="site_coordination",
-                        poll_seconds=0.1)
+    server = build_command_server(edge.engine, bus_url("site_coordination"), topology)
+    relay = OutboxRelay(edge.engine, bus_url("site_coordination"), topology,
+                        owner="site_coordination", poll_seconds=0.1)
     await relay.start()
     await server.start()
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     try:
         first, second = uuid.uuid4().hex, uuid.uuid4().hex
