@@ -3,8 +3,9 @@ the test's own databases and bus namespace (tests/integration/test_replicas_kill
 
 Two replicas of each service (``python -m <service>``, each migrating its database at
 start, the edge replicas sharing one port through SO_REUSEPORT) and one Site Runtime
-with the local executor, talking to RabbitMQ as ``guest`` inside the test's topology
-prefix (tests/conftest.py lets ``guest`` assert members). Nothing here touches the
+with the local executor, each service talking to RabbitMQ as its own principal of the
+suite's virtual host (tests/bus.py) inside the test's topology prefix, the Go API's
+principal declaring the notifications queue. Nothing here touches the
 shared dev stack, its databases or its RabbitMQ users, so the test runs beside it.
 """
 
@@ -19,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +89,8 @@ class ReplicaStack:
     topology: Topology
     database_urls: dict[str, str]
     replicas: int = 2
+    #: ``bus_url(role)``: each service's (and the Go API's) own principal's URL.
+    bus_url: Callable[[str], str] | None = None
     edge_port: int = field(default_factory=free_port)
     processes: dict[str, Process] = field(default_factory=dict)
 
@@ -135,6 +139,8 @@ class ReplicaStack:
     def _service_env(self, service: str) -> dict[str, str]:
         certs = self.layout.certs
         env = self._common_env()
+        if self.bus_url is not None:
+            env["METALLO_AMQP_URL"] = self.bus_url(service)
         if service == "site_coordination":
             env.update({
                 "METALLO_SITE_EDGE_HOST": "127.0.0.1",
@@ -204,7 +210,8 @@ class ReplicaStack:
         # Events no service consumes (RunAccepted…) stay routable, as the Go API's bridge
         # keeps them in a deployment (and `dev up` does).
         self.topology.declared_queues.add(
-            await declare_notifications_queue(self.amqp_url, self.topology))
+            await declare_notifications_queue(
+                self.bus_url("go_api") if self.bus_url else self.amqp_url, self.topology))
         for service in SERVICES:
             for name in self.replica_names(service):
                 self._add(name, [sys.executable, "-m", service, *ARGS.get(service, [])],

@@ -61,13 +61,13 @@ actions:
 
 
 @pytest.fixture
-async def stack(make_database, amqp_url, topology, tmp_path):
+async def stack(make_database, amqp_url, bus_url, topology, tmp_path):
     urls = {s: await make_database(s) for s in SERVICES}  # each replica migrates at start
     for service in SERVICES:
         for q in (topology.command_queue(service), topology.query_queue(service),
                   topology.event_queue(service)):
             topology.declared_queues.update({q, f"{q}.retry", f"{q}.dlq"})
-    stack = ReplicaStack(tmp_path, amqp_url, topology, urls)
+    stack = ReplicaStack(tmp_path, amqp_url, topology, urls, bus_url=bus_url)
     try:
         await stack.start()
         yield stack
@@ -145,7 +145,7 @@ async def _dead_lettered(amqp_url: str, topology) -> dict[str, int]:
 
 @pytest.mark.timeout(DEADLINE_SECONDS + 180)
 async def test_runs_and_a_pipeline_survive_kill_9_of_every_services_replicas(stack, amqp_url,
-                                                                              topology):
+                                                                              bus_url, topology):
     seed = int(os.environ.get("METALLO_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     print(f"chaos seed {seed}")
     rng = random.Random(seed)
@@ -154,7 +154,7 @@ async def test_runs_and_a_pipeline_survive_kill_9_of_every_services_replicas(sta
         url, _commit = await asyncio.to_thread(
             publish, Path(tmp), f"replicas-{uuid.uuid4().hex[:8]}", edge_url=stack.edge_url,
             layout=stack.layout)
-    client = RequestClient(amqp_url, topology)
+    client = RequestClient(bus_url("go_api"), topology)
     await client.start()
     stop = asyncio.Event()
     said: list[str] = []
