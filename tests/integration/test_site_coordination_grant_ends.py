@@ -14,6 +14,7 @@ from metallo.messaging import Outbox, OutboxRelay
 from metallo.persistence.engine import session_factory
 from site_coordination.adaptors.event_handlers import build_event_consumer
 from site_coordination.adaptors.tables import ended_runs, repository_grants
+from tests.integration.audit_support import audit_rows
 from tests.integration.site_coordination_support import (
     OPERATOR_TOKEN,
     prepare_payload,
@@ -75,6 +76,9 @@ async def test_a_finished_runs_stage_out_grant_cannot_push(edge, tmp_path, topol
                 break
             await asyncio.sleep(0.05)
         assert await _revoked(edge, stage_out["grant_id"])
+        ended = await audit_rows(edge.engine, action="repository-grant.revoke")
+        assert [(r["summary"]["reason"], r["principal"], r["request_id"]) for r in ended] == [
+            ("run-ended", "site_coordination", stage_out["grant_id"])]  # once, not per repeat
     finally:
         await relay.stop()
         await consumer.stop()

@@ -12,7 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from metallo.messaging import CommandServer, Rejected, Topology
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc_pb2
-from site_coordination.adaptors.audit import TRAIL, register_audit_query
+from site_coordination.adaptors.audit import (
+    TRAIL,
+    record_repository_grant_revocations,
+    register_audit_query,
+)
 from site_coordination.adaptors.lab_git.tokens import LabSourceControl
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.run_ends_store import PostgresRunEnds
@@ -76,8 +80,11 @@ def build_command_server(engine: AsyncEngine, amqp_url: str, topology: Topology,
         except Refusal as exc:
             raise Rejected(exc.code, exc.message) from exc
         # A later Attempt of the Run: every earlier one has ended, and its grants with it.
-        await earlier_attempts_ended(PostgresRunEnds(session), LabSourceControl(session), store,
-                                     stored.run_id, stored.attempt_number)
+        revoked = await earlier_attempts_ended(PostgresRunEnds(session),
+                                               LabSourceControl(session), store,
+                                               stored.run_id, stored.attempt_number)
+        await record_repository_grant_revocations(session, store, revoked,
+                                                  reason="attempt-ended")
         return sc_pb2.AppendSiteCommandReply(
             command_id=stored.command_id, site_id=stored.stream.site_id,
             environment=stored.stream.environment, sequence=stored.sequence,

@@ -1,6 +1,6 @@
 """Events Site Coordination consumes: Execution Core's ``RunCompleted`` ends the
-Run's repository grants (inbox receipt in the same transaction, so a redelivery
-has no second effect)."""
+Run's repository grants, each revocation audited (inbox receipt in the same
+transaction, so a redelivery has no second effect)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from metallo.execution_core.v1 import execution_core_pb2 as ec
 from metallo.messaging import EventConsumer, Topology
+from site_coordination.adaptors import audit
 from site_coordination.adaptors.lab_git.tokens import LabSourceControl
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.run_ends_store import PostgresRunEnds
@@ -24,7 +25,10 @@ def build_event_consumer(engine: AsyncEngine, amqp_url: str,
 
     @consumer.on(ec.RunCompleted)
     async def on_run_completed(session: AsyncSession, event: ec.RunCompleted) -> None:
-        await run_ended(PostgresRunEnds(session), PostgresSiteStore(session),
-                        LabSourceControl(session), event.run_id, event.outcome)
+        store = PostgresSiteStore(session)
+        revoked = await run_ended(PostgresRunEnds(session), store, LabSourceControl(session),
+                                  event.run_id, event.outcome)
+        await audit.record_repository_grant_revocations(session, store, revoked,
+                                                        reason="run-ended")
 
     return consumer

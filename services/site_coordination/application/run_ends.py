@@ -26,13 +26,13 @@ log = logging.getLogger("site_coordination.run_ends")
 
 
 async def run_ended(ends: RunEnds, store: SiteStore, source_control: SourceControl,
-                    run_id: str, outcome: str) -> int:
+                    run_id: str, outcome: str) -> list[str]:
     """Record that ``run_id`` ended with ``outcome`` and revoke its outstanding
-    repository grants in the caller's transaction. Returns how many were revoked
-    (0 on a repeat). An event without a ``run_id`` changes nothing."""
+    repository grants in the caller's transaction. Returns the ids revoked, in id
+    order (none on a repeat). An event without a ``run_id`` changes nothing."""
     if not run_id:
         log.warning("RunCompleted without run_id ignored")
-        return 0
+        return []
     await ends.record_run_end(run_id, outcome or "unknown")
     outstanding = await ends.outstanding_grants(run_id)
     for grant_id, provider_ref in outstanding:
@@ -41,14 +41,14 @@ async def run_ended(ends: RunEnds, store: SiteStore, source_control: SourceContr
     if outstanding:
         log.info("Run %s ended (%s): revoked %d repository grant(s)", run_id, outcome,
                  len(outstanding))
-    return len(outstanding)
+    return [grant_id for grant_id, _ in outstanding]
 
 
 async def attempt_ended(ends: RunEnds, source_control: SourceControl, store: SiteStore,
-                        run_id: str, attempt_id: str, reason: str) -> int:
+                        run_id: str, attempt_id: str, reason: str) -> list[str]:
     """Record that ``attempt_id`` (of ``run_id``) ended for ``reason`` (result |
     superseded) and revoke its outstanding repository grants in the caller's
-    transaction. Returns how many were revoked (0 on a repeat)."""
+    transaction. Returns the ids revoked, in id order (none on a repeat)."""
     await ends.record_attempt_end(attempt_id, run_id, reason)
     outstanding = await ends.outstanding_attempt_grants(attempt_id)
     for grant_id, provider_ref in outstanding:
@@ -57,26 +57,26 @@ async def attempt_ended(ends: RunEnds, source_control: SourceControl, store: Sit
     if outstanding:
         log.info("Attempt %s of Run %s ended (%s): revoked %d repository grant(s)",
                  attempt_id, run_id, reason, len(outstanding))
-    return len(outstanding)
+    return [grant_id for grant_id, _ in outstanding]
 
 
 async def result_recorded(ends: RunEnds, source_control: SourceControl, store: SiteStore,
-                          command: StoredCommand, result: dict[str, Any]) -> int:
+                          command: StoredCommand, result: dict[str, Any]) -> list[str]:
     """A result of ``command`` was just recorded: when it ends the Attempt
-    (:func:`result_ends_attempt`), :func:`attempt_ended` (``result``). Returns how many
-    grants were revoked."""
+    (:func:`result_ends_attempt`), :func:`attempt_ended` (``result``). Returns the
+    grant ids revoked."""
     if not result_ends_attempt(command.kind, result):
-        return 0
+        return []
     return await attempt_ended(ends, source_control, store, command.run_id,
                                command.attempt_id, "result")
 
 
 async def earlier_attempts_ended(ends: RunEnds, source_control: SourceControl,
-                                 store: SiteStore, run_id: str, attempt_number: int) -> int:
+                                 store: SiteStore, run_id: str, attempt_number: int) -> list[str]:
     """A command of Attempt ``attempt_number`` of ``run_id`` was appended: end every
     earlier Attempt of the Run not yet ended (:func:`attempt_ended`, ``superseded``).
-    Returns how many grants were revoked."""
-    revoked = 0
+    Returns the grant ids revoked."""
+    revoked: list[str] = []
     for earlier in await ends.earlier_open_attempts(run_id, attempt_number):
         revoked += await attempt_ended(ends, source_control, store, run_id, earlier, "superseded")
     return revoked

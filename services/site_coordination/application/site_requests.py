@@ -159,8 +159,9 @@ async def issue_repository_grant(store: SiteStore, ends: RunEnds, authority: Pro
 
 
 async def revoke_repository_grant(store: SiteStore, source_control: SourceControl,
-                                  grant: CommandGrant, grant_id: str) -> None:
-    """Revoke a repository grant of the caller's stream (idempotent).
+                                  grant: CommandGrant, grant_id: str) -> bool:
+    """Revoke a repository grant of the caller's stream (idempotent); True when this
+    call revoked it, False when it was revoked before.
 
     Raises :class:`NotFound` ``repository-grant-not-found`` and :class:`Forbidden`
     for another stream's grant.
@@ -170,9 +171,11 @@ async def revoke_repository_grant(store: SiteStore, source_control: SourceContro
     if record is None:
         raise NotFound("repository-grant-not-found", "no repository grant has this id")
     check_scope(grant, record.stream)
-    if record.revoked_at is None:
-        await source_control.revoke(record.provider_ref)
-        await store.revoke_repository_grant(grant_id)
+    if record.revoked_at is not None:
+        return False
+    await source_control.revoke(record.provider_ref)
+    await store.revoke_repository_grant(grant_id)
+    return True
 
 
 #: Grants one revocation request may name (bounded input; the Runtime sends fewer).
@@ -180,13 +183,15 @@ MAX_REVOCATIONS = 100
 
 
 async def revoke_repository_grants(store: SiteStore, source_control: SourceControl,
-                                   grant: CommandGrant, grant_ids: list[str]) -> dict[str, str]:
+                                   grant: CommandGrant, grant_ids: list[str]
+                                   ) -> tuple[dict[str, str], list[str]]:
     """Revoke several repository grants of the caller's stream in one transaction
     (seed 000: each staging job's access is revoked after it ends; the Runtime sends
     the releases of a second or so at once). Idempotent per id.
 
-    Returns ``{grant_id: "revoked" | "not-found" | "forbidden"}`` — one id's answer
-    never stops the others (``revoked`` also for one revoked before). Raises
+    Returns ``({grant_id: "revoked" | "not-found" | "forbidden"}, revoked_now)`` — one
+    id's answer never stops the others (``revoked`` also for one revoked before;
+    ``revoked_now`` lists only those this call revoked, in id order). Raises
     :class:`~site_coordination.domain.errors.Invalid` ``invalid-argument`` for a
     malformed id or more than :data:`MAX_REVOCATIONS` ids (nothing is revoked then).
     """
@@ -195,16 +200,18 @@ async def revoke_repository_grants(store: SiteStore, source_control: SourceContr
     for grant_id in grant_ids:
         check_identifier("grant_id", grant_id)
     answers: dict[str, str] = {}
+    revoked_now: list[str] = []
     for grant_id in sorted(set(grant_ids)):  # once each; one lock order for every caller
         try:
-            await revoke_repository_grant(store, source_control, grant, grant_id)
+            if await revoke_repository_grant(store, source_control, grant, grant_id):
+                revoked_now.append(grant_id)
         except NotFound:
             answers[grant_id] = "not-found"
         except Forbidden:
             answers[grant_id] = "forbidden"
         else:
             answers[grant_id] = "revoked"
-    return answers
+    return answers, revoked_now
 
 
 async def issue_member_token(store: SiteStore, authority: ProjectAuthority,

@@ -28,6 +28,12 @@ from site_coordination.adaptors.edge import schemas as s
 from site_coordination.adaptors.edge.caller import caller_check
 from site_coordination.adaptors.edge.errors import install_error_handlers
 from site_coordination.adaptors.edge.notifier import StreamNotifier
+from site_coordination.adaptors.edge.repository_routes import (
+    add_repository_grant_routes,
+    issue_recorded,
+    record_refusal,
+    repository_grant,
+)
 from site_coordination.adaptors.postgres_store import PostgresSiteStore
 from site_coordination.adaptors.run_ends_store import PostgresRunEnds
 from site_coordination.application import run_ends, site_requests, streams
@@ -100,16 +106,6 @@ _bearer = HTTPBearer(auto_error=False, scheme_name="commandGrant",
 
 def _svc(request: Request) -> EdgeServices:
     return request.app.state.services
-
-
-def _repository_grant(
-    issued: site_requests.RepositoryGrantIssued | None,
-) -> s.RepositoryGrant | None:
-    if issued is None:
-        return None
-    return s.RepositoryGrant(
-        grant_id=issued.grant_id, direction=issued.direction, username=issued.username,
-        token=issued.token, repository_url=issued.repository_url, expires_at=issued.expires_at)
 
 
 def create_app(services: EdgeServices | None = None) -> FastAPI:
@@ -217,9 +213,12 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                 result, deliver_next=next_wait is not None)
             if answer.recorded and answer.command is not None:
                 # A result that ends its Attempt ends the Attempt's repository grants.
-                await run_ends.result_recorded(PostgresRunEnds(session),
-                                               svc.source_control(session), store,
-                                               answer.command, result)
+                revoked = await run_ends.result_recorded(PostgresRunEnds(session),
+                                                         svc.source_control(session), store,
+                                                         answer.command, result)
+                await audit.record_repository_grant_revocations(
+                    session, store, revoked, reason="attempt-ended",
+                    principal=answer.grant.grant_id)
         if next_wait is None:
             return JSONResponse({"recorded": answer.recorded})
         handed = answer.next
@@ -276,19 +275,25 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
         (404/409 then may come from the grant, e.g. ``repository-not-served``; nothing
         is issued or kept when either part is refused)."""
         svc = _svc(request)
-        async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            verdict = await site_requests.authorise_execution(
-                store, svc.authority, grant, body.model_dump(exclude={"repository_grant"}))
-            issued = None
-            if body.repository_grant is not None:
-                # Only after a positive decision; a grant refusal rolls both back.
-                issued = await site_requests.issue_repository_grant(
-                    store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
-                    grant, body.attempt_id, body.repository_grant,
-                    svc.settings.repository_grant_seconds)
-        return s.ExecutionAuthorised(**verdict, repository_grant=_repository_grant(issued))
+        grant: CommandGrant | None = None
+        refused: list[Refusal] = []
+        try:
+            async with svc.sessions.begin() as session:
+                store = PostgresSiteStore(session)
+                grant = await _grant(store, request)
+                verdict = await site_requests.authorise_execution(
+                    store, svc.authority, grant, body.model_dump(exclude={"repository_grant"}))
+                issued = None
+                if body.repository_grant is not None:
+                    # Only after a positive decision; a grant refusal rolls both back.
+                    issued = await issue_recorded(svc, session, store, grant, body.attempt_id,
+                                                  body.repository_grant, refused)
+        except Refusal as refusal:
+            if grant is not None and refused:  # the grant's refusal is a decision
+                await record_refusal(svc, grant, body.attempt_id, body.repository_grant,
+                                     refusal)
+            raise
+        return s.ExecutionAuthorised(**verdict, repository_grant=repository_grant(issued))
 
     @router.post("/authorisations/read", response_model=s.ReadPermit, tags=["authorisations"])
     async def authorise_read(request: Request, body: s.ReadAuthorisationRequest):
@@ -330,47 +335,6 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                                                            permit_id)
         return s.ReadPermit(**permit)
 
-    @router.post("/attempts/{attempt_id}/repository-grants", response_model=s.RepositoryGrant,
-                 status_code=201, tags=["repository grants"])
-    async def issue_repository_grant(request: Request, body: s.RepositoryGrantRequest,
-                                     attempt_id: str = Path(min_length=1, max_length=128)):
-        """Issue a stage-in (read) or stage-out (read+write) identity for the Attempt's saved
-        repository."""
-        svc = _svc(request)
-        async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            issued = await site_requests.issue_repository_grant(
-                store, PostgresRunEnds(session), svc.authority, svc.source_control(session),
-                grant, attempt_id, body.direction, svc.settings.repository_grant_seconds)
-        return _repository_grant(issued)
-
-    @router.delete("/repository-grants/{grant_id}", status_code=204, tags=["repository grants"])
-    async def revoke_repository_grant(request: Request,
-                                      grant_id: str = Path(min_length=1, max_length=128)):
-        """Revoke a repository grant of the caller's stream (idempotent)."""
-        svc = _svc(request)
-        async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            await site_requests.revoke_repository_grant(store, svc.source_control(session),
-                                                        grant, grant_id)
-        return Response(status_code=204)
-
-    @router.post("/repository-grants/revocations",
-                 response_model=s.RepositoryGrantRevocationResults,
-                 tags=["repository grants"])
-    async def revoke_repository_grants(request: Request, body: s.RepositoryGrantRevocations):
-        """Revoke up to 100 repository grants of the caller's stream in one transaction;
-        each id gets its own answer (idempotent)."""
-        svc = _svc(request)
-        async with svc.sessions.begin() as session:
-            store = PostgresSiteStore(session)
-            grant = await _grant(store, request)
-            results = await site_requests.revoke_repository_grants(
-                store, svc.source_control(session), grant, body.grant_ids)
-        return s.RepositoryGrantRevocationResults(results=results)
-
     @router.post("/attempts/{attempt_id}/member-token", response_model=s.MemberToken,
                  status_code=201, tags=["identity"])
     async def member_token(request: Request,
@@ -385,5 +349,6 @@ def create_app(services: EdgeServices | None = None) -> FastAPI:
                 svc.settings.member_token_seconds)
         return s.MemberToken(token=token, expires_at=expires_at)
 
+    add_repository_grant_routes(router, _svc, _grant)
     app.include_router(router)
     return app
