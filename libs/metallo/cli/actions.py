@@ -14,7 +14,7 @@ from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.render import Output, as_dict, err, out, print_json
 from metallo.cli.repository import repository_url
-from metallo.cli.runs import outcome_exit, print_run, run_summary, wait_run
+from metallo.cli.run_view import outcome_exit, print_run, run_summary, wait_run
 from metallo.cli.settings import actor, connection
 from metallo.cli.transport import Platform, command_metadata, derived_command_id
 from metallo.execution_core.v1 import execution_core_pb2 as ec

@@ -116,7 +116,7 @@ async def follow_log(platform: Platform, who: Actor, run_id: str, *, stage: str,
     remarks (for stderr). Raises CliError for a refused read, for a Runtime that cannot
     follow (``follow-unsupported``) and for a Run that does not exist (exit 3).
     """
-    from metallo.cli.runs import get_run
+    from metallo.cli.run_view import get_run
 
     followed = attempt or None
     offset: int | None = None
