@@ -21,6 +21,9 @@ No exception message here carries the token, scheduler text or a response body.
 
 from __future__ import annotations
 
+__all__ = ["SlurmAccessError", "SlurmJobRequeueable", "SlurmLimited", "SlurmRefused",
+           "SlurmRest", "SlurmUncertain", "SlurmUnreachable", "Submitted"]
+
 import asyncio
 import errno
 import json
@@ -37,6 +40,14 @@ from site_runtime.adaptors.slurm.responses import (
     error_numbers,
     parse_jobs,
     submitted_job_id,
+)
+from site_runtime.adaptors.slurm.rest_errors import (
+    SlurmAccessError,
+    SlurmJobRequeueable,
+    SlurmLimited,
+    SlurmRefused,
+    SlurmUncertain,
+    SlurmUnreachable,
 )
 from site_runtime.domain.slurm_arrays import parse_task_job_id
 from site_runtime.domain.slurm_jobs import JobList, NativeIdentity, NativeJob, wire_job
@@ -64,47 +75,6 @@ SUBMISSION_LIMITED = 2050  # ESLURM_ACCOUNTING_POLICY
 UNKNOWN_JOB = 2017  # ESLURM_INVALID_JOB_ID
 JOB_HELD = 2042  # ESLURM_JOB_HELD
 DB_NOTHING_FOUND = 9003
-
-
-class SlurmAccessError(Exception):
-    """Base of slurmrestd outcomes other than success."""
-
-
-class SlurmRefused(SlurmAccessError):
-    """A definite refusal: slurmctld created nothing. ``code`` is ``slurm-error-<n>``."""
-
-    def __init__(self, error_number: int) -> None:
-        super().__init__(f"slurmctld refused the job (error {error_number})")
-        self.error_number = error_number
-        self.code = f"slurm-error-{error_number}"
-
-
-class SlurmJobRequeueable(SlurmRefused):
-    """The submitted job's record says slurmctld may requeue it although the request
-    disabled requeueing: it is cancelled before release and the stage refused."""
-
-    def __init__(self) -> None:
-        SlurmAccessError.__init__(self, "the submitted job is requeueable")
-        self.error_number = 0
-        self.code = "slurm-job-requeueable"
-
-
-class SlurmLimited(SlurmAccessError):
-    """Turned away for now before creation (2050); submit again later."""
-
-    code = "slurm-submission-limited"
-
-
-class SlurmUnreachable(SlurmAccessError):
-    """slurmrestd refused the connection: nothing was sent."""
-
-    code = "slurm-unavailable"
-
-
-class SlurmUncertain(SlurmAccessError):
-    """The request may or may not have taken effect."""
-
-    code = "slurm-observation-unavailable"
 
 
 @dataclass(frozen=True)
