@@ -157,3 +157,19 @@ async def test_operators_list_the_platform_wide_records(edge, owners, monkeypatc
     log_in_as(edge, "lab-alice")
     refused = await cli("audit", "list", "--platform")
     assert refused.code == 2 and "permission-denied" in refused.stderr
+
+
+async def test_a_token_naming_another_member_is_recorded_as_the_tokens_member(edge, owners):
+    """A forged acting member is refused, and the audit names who asked (the token's
+    member), never the member the body named."""
+    bobs, _ = edge.issuer.issue_access("lab-bob", "metallo-cli")
+    forged = ec.LaunchRun(metadata=meta("m-alice"), workload_id="w-train", revision=1)
+    with pytest.raises(Rejected) as refused:
+        await owners.request(forged, member_token=bobs)
+    assert refused.value.code == "member-token-mismatch"
+    assert "'m-alice'" in refused.value.message and "'m-bob'" in refused.value.message
+
+    log_in_as(edge, "lab-alice")
+    records = (await audit_json())["records"]
+    assert [(r["actor"], r["action"], r["code"]) for r in records] == [
+        ("m-bob", "run.launch", "member-token-mismatch")]

@@ -171,8 +171,13 @@ class Intake:
         if token is not None:
             member = await self._member_of(token)
             if named and named != member:
+                # The refusal is recorded as the token's member's: who asked, not whom
+                # the body named.
+                if metadata is not None:
+                    metadata.acting_member = member
                 raise Rejected("member-token-mismatch",
-                               f"the request names member {named!r} but its token is {member!r}'s",
+                               f"the request names member '{named}' but its token proves "
+                               f"member '{member}'",
                                {"token_member": member, "named_member": named})
             if metadata is not None:
                 metadata.acting_member = member
