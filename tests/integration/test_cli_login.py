@@ -106,3 +106,19 @@ async def test_a_command_without_a_login_says_to_run_metallo_login(tmp_path, mon
     assert done.code == 2
     assert "metallo login" in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "login-required"
+
+
+async def test_an_untrusted_issuer_certificate_is_named_as_such(lab_issuer):
+    """Without the CA that signed the issuer's certificate, the login says so (and how
+    to pass it), not that the issuer has no token endpoint."""
+    import asyncio
+
+    from metallo.cli.credentials import discover
+    from metallo.cli.exits import CliError
+
+    url, ca, _, _ = lab_issuer
+    assert (await asyncio.to_thread(discover, url, ca)).startswith("https://")
+    with pytest.raises(CliError) as refused:
+        await asyncio.to_thread(discover, url, None)
+    assert "TLS certificate is not trusted" in str(refused.value)
+    assert "--ca-file" in refused.value.hint

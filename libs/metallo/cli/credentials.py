@@ -127,6 +127,8 @@ def _post(endpoint: str, form: dict[str, str], ca_file: str | None) -> dict:
 
 def discover(issuer: str, ca_file: str | None) -> str:
     """The issuer's token endpoint from ``<issuer>/.well-known/openid-configuration``."""
+    import ssl
+
     import httpx
 
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
@@ -134,6 +136,15 @@ def discover(issuer: str, ca_file: str | None) -> str:
         with _http(ca_file) as client:
             response = client.get(url)
         endpoint = response.json().get("token_endpoint") if response.status_code == 200 else None
+    except httpx.ConnectError as exc:
+        if isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in str(exc):
+            raise CliError(f"the issuer {issuer}'s TLS certificate is not trusted",
+                           "pass the CA that signed it: --ca-file (or METALLO_OIDC_CA_FILE); "
+                           "for the dev stack, var/dev/certs/ca.pem",
+                           Exit.USAGE, code="login-failed") from None
+        raise CliError(f"the issuer {issuer} cannot be reached",
+                       "check METALLO_OIDC_ISSUER (or --issuer) and that it is running",
+                       Exit.USAGE, code="login-failed") from None
     except (httpx.HTTPError, ValueError, AttributeError):
         endpoint = None
     if not isinstance(endpoint, str) or not endpoint.startswith("https://"):
