@@ -21,7 +21,7 @@ ACTIONS = """version: 1
 actions:
   metered:
     type: slurm-job
-    command: [sleep, "4"]
+    command: [sleep, "10"]  # long enough to be scraped while running, under load
     resources: {wallTimeSeconds: 120}
 """
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
