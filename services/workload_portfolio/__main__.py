@@ -48,7 +48,8 @@ async def serve() -> None:
                               credentials=settings.git_credentials, ca_file=settings.git_ca_file)
     server = PortfolioCommandServer(engine, settings.amqp_url, topology,
                                     preparation=Preparation(source, authority,
-                                                            settings.environment_policy),
+                                                            settings.environment_policy,
+                                                            settings.repository_policy),
                                     authority=authority)
     relay = OutboxRelay(engine, settings.amqp_url, topology, owner="workload_portfolio")
     ops = OpsServer("workload_portfolio",

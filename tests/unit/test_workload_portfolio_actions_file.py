@@ -237,3 +237,28 @@ def test_yaml_syntax_error_names_its_line():
         parse_actions_file("version: 1\nactions:\n  a: {type: k8s-job\n  b: [\n")
     assert exc.value.problems[0].line >= 3
     assert "invalid YAML" in exc.value.problems[0].message
+
+
+def test_input_repositories_follow_the_sites_repository_policy():
+    """An input naming a host off the Git host list (a metadata address here) is refused
+    at its line, so no service or Runtime is ever asked to fetch from it."""
+    from metallo.repository_policy import RepositoryPolicy
+
+    policy = RepositoryPolicy.of(["git.example.org"])
+    text = f"""\
+version: 1
+actions:
+  train:
+    type: slurm-job
+    command: [python, train.py]
+    inputs:
+      - {{name: ok, url: "https://git.example.org/lab/data.git", commit: {SHA}}}
+      - {{name: meta, url: "https://169.254.169.254/latest", commit: {SHA}}}
+"""
+    assert parse_actions_file(text)  # no policy given: not checked here
+    with pytest.raises(ActionsFileError) as refused:
+        parse_actions_file(text, repositories=policy)
+    problems = str(refused.value)
+    assert "repository-host-not-allowed" in problems and "inputs" in problems
+    assert ":8:" in problems or "line 8" in problems
+    assert "git.example.org/lab/data.git" not in problems

@@ -23,6 +23,7 @@ from metallo.governance.faithful_yaml import (
     load_document,
     schema_problems,
 )
+from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
 from workload_portfolio.application.collection_rules import collection_problems
 from workload_portfolio.domain.action_graph import graph_problems
 from workload_portfolio.domain.action_types import action_type
@@ -87,12 +88,14 @@ def actions_schema() -> dict:
 
 
 def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE,
-                       environment: EnvironmentPolicy | None = None) -> ActionsFile:
+                       environment: EnvironmentPolicy | None = None,
+                       repositories: RepositoryPolicy | None = None) -> ActionsFile:
     """Parse and check an actions.yaml.
 
     content: the file's bytes; source: the name used in problems; environment: the
     names actions may not set (default :class:`EnvironmentPolicy`: ``LD_*``,
-    ``GIT_*``, ``METALLO_*``, ``PYTHONSTARTUP``).
+    ``GIT_*``, ``METALLO_*``, ``PYTHONSTARTUP``); repositories: which input repository
+    URLs may be named (None: not checked here, e.g. ``check`` without a Site's policy).
     Returns :class:`ActionsFile`. Raises :class:`ActionsFileError` listing every
     problem (size over 1 MiB, over 200 actions, YAML syntax, alias bombs, nesting,
     duplicate keys, schema violations and the cross-field rules below).
@@ -112,7 +115,7 @@ def parse_actions_file(content: bytes | str, *, source: str = ACTIONS_FILE,
         for name, action in actions.items():
             if isinstance(action, dict):
                 problems.extend(_action_problems(doc, name, action,
-                                                 environment or EnvironmentPolicy()))
+                                                 environment or EnvironmentPolicy(), repositories))
                 problems.extend(collection_problems(doc, name, action))
         problems.extend(_graph_problems(doc, actions))
     if problems:
@@ -150,8 +153,8 @@ def _retitle(problems: list[Problem], data: Any) -> list[Problem]:
     return out
 
 
-def _action_problems(doc: Document, name: str, a: dict,
-                     environment: EnvironmentPolicy) -> list[Problem]:
+def _action_problems(doc: Document, name: str, a: dict, environment: EnvironmentPolicy,
+                     repositories: RepositoryPolicy | None = None) -> list[Problem]:
     """Cross-field rules the schema cannot say well (docs/actions.md, "Rules")."""
     base = ("actions", name)
     out: list[Problem] = []
@@ -193,6 +196,11 @@ def _action_problems(doc: Document, name: str, a: dict,
             out.append(doc.problem(at_path + ("branch",), why))
         if isinstance(inp.get("path"), str) and (why := relative_path_problem(inp["path"])):
             out.append(doc.problem(at_path + ("path",), why))
+        if repositories is not None and isinstance(inp.get("url"), str):
+            try:
+                repositories.check(inp["url"])
+            except RepositoryRefused as refused:
+                out.append(doc.problem(at_path + ("url",), f"{refused.message} ({refused.code})"))
         n = inp.get("name")
         if isinstance(n, str):
             if n in seen_names:

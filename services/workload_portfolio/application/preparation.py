@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from metallo.environment_policy import EnvironmentPolicy
+from metallo.repository_policy import RepositoryPolicy
 from workload_portfolio.application.actions_file import (
     ACTIONS_FILE,
     MAX_BYTES,
@@ -66,11 +67,15 @@ class Preparation:
     """Phase 1 of a preparation: permission, source read and parsing (no database)."""
 
     def __init__(self, source: SourceControl, authority: ProjectAuthority,
-                 environment: EnvironmentPolicy | None = None):
-        """``environment``: names actions may not set (default: :class:`EnvironmentPolicy`)."""
+                 environment: EnvironmentPolicy | None = None,
+                 repositories: RepositoryPolicy | None = None):
+        """``environment``: names actions may not set (default: :class:`EnvironmentPolicy`);
+        ``repositories``: which input repository URLs actions may name (the same policy
+        the source reads under; None: unchecked)."""
         self.source = source
         self.authority = authority
         self.environment = environment or EnvironmentPolicy()
+        self.repositories = repositories
 
     def check_prepare(self, project: str, member: str) -> None:
         """Raise PermissionDenied/GovernanceUnavailable unless ``member`` may prepare in ``project``."""
@@ -106,7 +111,8 @@ class Preparation:
             raise
         try:
             parsed = parse_actions_file(f.content, source=ACTIONS_FILE,
-                                        environment=self.environment)
+                                        environment=self.environment,
+                                        repositories=self.repositories)
         except ActionsFileError as e:
             shown = e.problems[:MAX_PROBLEMS_IN_DETAILS]
             raise ActionsInvalid(
