@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import metallo, publish, stack_state
+from tests.e2e.test_metrics_scrape import kubernetes_requests, scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -41,6 +42,8 @@ def test_a_k8s_job_runs_on_the_kubernetes_lab_and_pushes_its_output(local_stack,
     (repo / "actions.yaml").write_text(ACTIONS)
     (repo / "count.py").write_text(COUNT)
     url = publish(repo, "e2e-k8s")
+    ops_url = components["site_runtime_k8s"]["ops_url"]
+    before = kubernetes_requests(scrape(ops_url))
     launched = metallo("action", "run", url, "count", "--output", "json", timeout=120)
     assert launched.code == 0, launched.stderr
     run_id = launched.json()["launch"]["run_id"]
@@ -50,5 +53,6 @@ def test_a_k8s_job_runs_on_the_kubernetes_lab_and_pushes_its_output(local_stack,
     assert run["site_id"] == "lab-k8s", run
     assert run["outcome"] == "succeeded", run
     assert run["output_commit"], run
+    assert kubernetes_requests(scrape(ops_url)) > before  # the Runtime's API counters moved
     log = metallo("run", "logs", run_id, "--stage", "compute", timeout=120)
     assert log.code == 0 and "counted 2" in log.stdout, log.stdout + log.stderr
