@@ -5,10 +5,31 @@ never the URL)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import httpx
 
 from metallo.operations.metrics import NATIVE_REQUEST_ERRORS, NATIVE_REQUEST_SECONDS
+
+R = TypeVar("R")
+
+
+async def timed_request(target: str, method: str, send: Callable[[], Awaitable[R]]) -> R:
+    """``await send()`` timed as one native request of ``target``; a raised error or an
+    answer whose ``status_code`` is 5xx counts as an error. Any client library's answer
+    (httpx, httpx2) passes through unchanged."""
+    start = time.perf_counter()
+    try:
+        response = await send()
+    except Exception:
+        NATIVE_REQUEST_ERRORS.labels(target, method).inc()
+        raise
+    finally:
+        NATIVE_REQUEST_SECONDS.labels(target, method).observe(time.perf_counter() - start)
+    if response.status_code >= 500:  # type: ignore[attr-defined]
+        NATIVE_REQUEST_ERRORS.labels(target, method).inc()
+    return response
 
 
 class MeasuredTransport(httpx.AsyncBaseTransport):
@@ -20,18 +41,8 @@ class MeasuredTransport(httpx.AsyncBaseTransport):
         self.target = target
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        start = time.perf_counter()
-        method = request.method
-        try:
-            response = await self.inner.handle_async_request(request)
-        except Exception:
-            NATIVE_REQUEST_ERRORS.labels(self.target, method).inc()
-            raise
-        finally:
-            NATIVE_REQUEST_SECONDS.labels(self.target, method).observe(time.perf_counter() - start)
-        if response.status_code >= 500:
-            NATIVE_REQUEST_ERRORS.labels(self.target, method).inc()
-        return response
+        return await timed_request(self.target, request.method,
+                                   lambda: self.inner.handle_async_request(request))
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -5,12 +5,9 @@ client, the raw one and every impersonating client it makes later)."""
 
 from __future__ import annotations
 
-import time
-
 import httpx2
 
-from metallo.operations.http_metrics import measure_client
-from metallo.operations.metrics import NATIVE_REQUEST_ERRORS, NATIVE_REQUEST_SECONDS
+from metallo.operations.http_metrics import measure_client, timed_request
 from site_runtime.adaptors.edge.client import EdgeClient
 
 
@@ -23,18 +20,8 @@ class MeasuredKubeTransport(httpx2.AsyncBaseTransport):
         self.target = target
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        start = time.perf_counter()
-        method = request.method
-        try:
-            response = await self.inner.handle_async_request(request)
-        except Exception:
-            NATIVE_REQUEST_ERRORS.labels(self.target, method).inc()
-            raise
-        finally:
-            NATIVE_REQUEST_SECONDS.labels(self.target, method).observe(time.perf_counter() - start)
-        if response.status_code >= 500:
-            NATIVE_REQUEST_ERRORS.labels(self.target, method).inc()
-        return response
+        return await timed_request(self.target, request.method,
+                                   lambda: self.inner.handle_async_request(request))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
