@@ -274,3 +274,50 @@ def _verdict(**kw) -> rec.MarkLostVerdict:
 def test_mark_lost_is_allowed_only_while_the_site_cannot_vouch(change, eligible, says):
     verdict = _verdict(**change)
     assert verdict.eligible is eligible and says in verdict.explanation
+
+
+def test_a_cancel_the_site_does_not_know_is_sent_again_until_a_runtime_knows_it():
+    sim = started()
+    sim.result("observe", phase="running", native_state="RUNNING")
+    sim.run = replace(sim.run, desired_state=s.DESIRED_CANCEL, cancel_origin="member")
+    assert [k for k, _ in sim.step().commands] == ["cancel"]
+    sim.result("cancel", **UNKNOWN)
+    d = sim.step()
+    # Not done: the Run keeps cancelling, visibly waiting, and asks again with back-off.
+    assert d.end is None and d.phase == s.PHASE_CANCELLING
+    assert d.waiting_reason == reasons.WAIT_ATTEMPT_UNKNOWN_AT_SITE
+    assert d.confidence == s.CONFIDENCE_UNCERTAIN
+    assert not any(k == "observe" for k, _ in d.commands)
+    sent = []
+    for _ in range(30):
+        sim.wait(1)
+        kinds = [k for k, _ in sim.step().commands]
+        if kinds:
+            sent.append(kinds)
+            sim.result("cancel", **UNKNOWN)
+    assert sent and all(k == ["cancel"] for k in sent)
+    # A Runtime that knows the Attempt accepts it: the native end is observed at once.
+    sim.wait(20)
+    assert [k for k, _ in sim.step().commands] == ["cancel"]
+    sim.result("cancel")
+    d = sim.step()
+    assert [k for k, _ in d.commands] == ["observe"] and d.waiting_reason == ""
+    sim.result("observe", phase="cancelled", native_state="CANCELLED")
+    d = sim.step()
+    assert d.end == (s.OUTCOME_CANCELLED, reasons.CANCELLED_BY_MEMBER)
+
+
+def test_a_cancel_no_runtime_ever_knows_ends_the_attempt_lost():
+    sim = started()
+    sim.run = replace(sim.run, desired_state=s.DESIRED_CANCEL, cancel_origin="member")
+    sim.step()
+    sim.result("cancel", **UNKNOWN)
+    for _ in range(200):
+        sim.wait(1)
+        d = sim.step()
+        if d.end is not None:
+            break
+        if any(k == "cancel" for k, _ in d.commands):
+            sim.result("cancel", **UNKNOWN)
+    assert d.end == (s.OUTCOME_LOST, reasons.LOST_AT_SITE)
+    assert d.attempt.state == s.ATTEMPT_LOST

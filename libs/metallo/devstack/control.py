@@ -118,6 +118,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             f"{live['executor']}); `metallo dev down` stops it")
         return live
     chosen = choose_executor(executor)
+    previous = None if fresh else (read_state(layout) or {}).get("executor")
     # The lab first: a second Runtime serves lab-k8s only when its API answers.
     k8s_lab = ensure_k8s_lab(say)
     kubernetes = bool(k8s_lab["running"])
@@ -168,6 +169,8 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
                     shown[name] = comp["state"]
                     say(f"  {name:<24} {comp['state']}")
             if state["status"] == "ready":
+                if previous and previous != chosen:
+                    warn_switched_executor(options, previous, chosen, say)
                 return state
             if state["status"] in ("failed", "stopped"):
                 break
@@ -207,6 +210,25 @@ def warn_active_runs(options: Options, say=print) -> int:
             "processes and Slurm jobs are adopted again at the next `metallo dev up`), but a "
             "stage-out that pushes while the stack is down finds no lab Git server: it tries "
             "again for about a minute, then fails. `metallo run list --active` shows them.")
+    return active
+
+
+def warn_switched_executor(options: Options, previous: str, chosen: str, say=print) -> int:
+    """After ``dev up`` with another executor than the stack last ran: say how many Runs
+    are still active on the Site (their Attempts belong to the ``previous`` executor's
+    Runtime, which no longer runs); return that count (0 when Execution Core cannot
+    tell)."""
+    try:
+        active = asyncio.run(count_active_runs(options, site_id=options.site_id))
+    except Exception:  # noqa: BLE001 - only a courtesy: the stack is up regardless
+        return 0
+    if active:
+        say(f"warning: {active} Run(s) on {options.site_id} are still active from when the "
+            f"stack ran the {previous} executor. The {chosen} Runtime does not know their "
+            "Attempts: they wait with `attempt-unknown-at-site`, a cancellation of them waits "
+            "too, and they end `lost` after the reconciliation period (15 minutes) — unless "
+            f"`metallo dev down` and `metallo dev up --executor {previous}` bring their "
+            "Runtime back first. `metallo run list --active` shows them.")
     return active
 
 

@@ -113,10 +113,12 @@ async def revoke_runtime_grant(options: Options, grant_id: str) -> bool:
     return reply.revoked
 
 
-async def count_active_runs(options: Options, timeout: float = 5.0) -> int:
-    """Runs of the stack not yet terminal (accepted ones too), from Execution Core."""
+async def count_active_runs(options: Options, timeout: float = 5.0,
+                            site_id: str = "") -> int:
+    """Runs of the stack not yet terminal (accepted ones too), from Execution Core;
+    with ``site_id`` only those placed on that Site."""
     reply = await operator_request(options, ec.CountActiveRuns(
-        metadata={"acting_member": dev_operator()}), timeout=timeout)
+        metadata={"acting_member": dev_operator()}, site_id=site_id), timeout=timeout)
     return int(reply.active)
 
 

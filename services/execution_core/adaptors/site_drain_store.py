@@ -63,11 +63,13 @@ class SqlSiteDrainStore:
             .group_by(runs.c.site_id))
         return {r.site_id: int(r.n) for r in rows}
 
-    async def count_active(self, session: AsyncSession) -> int:
-        """Runs of the whole platform not terminal yet (accepted ones too)."""
-        return int((await session.execute(
-            select(func.count()).select_from(runs).where(runs.c.phase != _TERMINAL)
-        )).scalar_one())
+    async def count_active(self, session: AsyncSession, site_id: str | None = None) -> int:
+        """Runs not terminal yet (accepted ones too); with ``site_id`` only those placed
+        on that Site."""
+        query = select(func.count()).select_from(runs).where(runs.c.phase != _TERMINAL)
+        if site_id is not None:
+            query = query.where(runs.c.site_id == site_id)
+        return int((await session.execute(query)).scalar_one())
 
     async def wake_held(self, session: AsyncSession, site_id: str, code: str) -> int:
         """Make due now every Run waiting with ``code`` for this Site, or accepted

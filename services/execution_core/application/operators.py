@@ -91,6 +91,8 @@ async def list_site_drains(session: AsyncSession, q: pb.ListSiteDrains, *,
 async def count_active_runs(session: AsyncSession, q: pb.CountActiveRuns, *,
                             drains: SiteDrainStore, authority: OperatorAuthority
                             ) -> pb.CountActiveRunsReply:
-    """Runs of the whole platform not terminal yet (``platform.read``)."""
+    """Runs of the whole platform not terminal yet, or with ``site_id`` those placed on
+    that Site (``platform.read``)."""
     check_operator(authority, q.metadata.acting_member, "platform.read")
-    return pb.CountActiveRunsReply(active=await drains.count_active(session))
+    site_id = q.site_id[:128] or None
+    return pb.CountActiveRunsReply(active=await drains.count_active(session, site_id))

@@ -87,6 +87,45 @@ def observe_loop(
     return d
 
 
+def stop_loop(
+    attempt: AttemptView,
+    d: Decision,
+    now: datetime,
+    t: Timing,
+    stop_kind: str,
+    reason: str,
+    *,
+    quiet: rec.Silence,
+) -> Decision:
+    """A stop was sent: wait for its answer, then observe until the native end.
+
+    A stop answered "the Site does not know this Attempt" is not done — that
+    Runtime cannot vouch that the native work stopped (another Runtime of the Site
+    may hold it) — so it is sent again with the lost back-off
+    (``min(lost_observe_max, first_observe · 2ⁿ)`` after the last answer) until a
+    Runtime that knows the Attempt answers, or the reconciliation period ends it
+    ``lost`` (:func:`~execution_core.domain.lifecycle.decide`, step 1b).
+    """
+    stops = sorted((c for c in attempt.commands if c.kind == stop_kind), key=lambda c: c.seq)
+    latest = stops[-1]
+    if latest.outcome is None:
+        d.wake_at = now + timedelta(seconds=t.result_recheck)
+        return d
+    if rec.is_unknown_answer(latest):
+        d.waiting_reason = reasons.WAIT_ATTEMPT_UNKNOWN_AT_SITE
+        due = quiet.next_ask(t.first_observe, t.lost_observe_max) or now
+        lost_at = quiet.lost_at(t.lost_after)
+        if lost_at is not None:
+            due = min(due, lost_at)
+        if now >= due:
+            d.commands.append((stop_kind, {"reason": reason}))
+            d.wake_at = now + timedelta(seconds=t.result_recheck)
+        else:
+            d.wake_at = due
+        return d
+    return observe_loop(attempt, d, now, t, after=latest, quiet=quiet)
+
+
 def end_without_native_work(
     d: Decision,
     prep: CommandFact | None,

@@ -223,10 +223,7 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             d.commands.append((stop_kind, {"reason": reason}))
             d.wake_at = now + timedelta(seconds=t.result_recheck)
             return d
-        if stop.outcome is None:
-            d.wake_at = now + timedelta(seconds=t.result_recheck)
-            return d
-        return ao.observe_loop(attempt, d, now, t, after=stop, quiet=quiet)
+        return ao.stop_loop(attempt, d, now, t, stop_kind, reason, quiet=quiet)
 
     # 4. The normal path.
     if prep is None:

@@ -5,9 +5,10 @@ Pure rules over an Attempt's recorded Site commands (duck-typed
 :class:`~execution_core.domain.lifecycle_facts.CommandFact` values: ``kind``, ``seq``,
 ``outcome``, ``code``, ``observation``, ``created_at``, ``result_at``):
 
-- **Lost Attempts.** When the Site answers an ``observe`` of an Attempt whose start
-  was sent with one of :data:`~execution_core.domain.reasons.UNKNOWN_ATTEMPT_CODES`,
-  it does not know that Attempt. Execution Core keeps the answers (they are the
+- **Lost Attempts.** When the Site answers an ``observe`` or a stop (``cancel``,
+  ``terminate``) of an Attempt whose start was sent with one of
+  :data:`~execution_core.domain.reasons.UNKNOWN_ATTEMPT_CODES`, it does not know
+  that Attempt; a stop so answered is not done and is sent again. Execution Core keeps the answers (they are the
   commands' results), keeps asking with back-off (``first_observe · 2ⁿ`` up to
   ``lost_observe_max`` seconds after each answer) and, when every answer since the
   first such one said "unknown" for ``lost_after`` seconds, ends the Attempt
@@ -33,10 +34,16 @@ from execution_core.domain import reasons
 from execution_core.domain import states as s
 
 
+#: The commands whose answer can say the Site does not know the Attempt: an observe
+#: and a stop. A stop so answered is not done (the Runtime cannot vouch that the
+#: native work stopped): it is asked again like an observe.
+ASKING_KINDS = ("observe", "cancel", "terminate")
+
+
 def is_unknown_answer(command: Any) -> bool:
-    """True for an ``observe`` result saying the Site does not know the Attempt."""
+    """True for an observe or stop result saying the Site does not know the Attempt."""
     return (
-        command.kind == "observe"
+        command.kind in ASKING_KINDS
         and command.outcome == "refused"
         and (command.code or "") in reasons.UNKNOWN_ATTEMPT_CODES
     )
@@ -67,9 +74,14 @@ class Silence:
 
 
 def silence(commands: Iterable[Any], after_seq: int) -> Silence:
-    """The :class:`Silence` of the observes sent after the command with ``after_seq``."""
+    """The :class:`Silence` of the observes and stops sent after the command with
+    ``after_seq``."""
     answered = sorted(
-        (c for c in commands if c.kind == "observe" and c.seq > after_seq and c.outcome is not None),
+        (
+            c
+            for c in commands
+            if c.kind in ASKING_KINDS and c.seq > after_seq and c.outcome is not None
+        ),
         key=lambda c: c.seq,
     )
     streak = []
@@ -109,6 +121,9 @@ def confidence(
         if waited >= min(stale_after, observe_interval):
             return s.CONFIDENCE_STALE  # one observe cycle without an answer
     latest = next((c for c in reversed(observes) if c.outcome is not None), None)
+    asked = [c for c in commands if c.kind in ASKING_KINDS and c.outcome is not None]
+    if asked and is_unknown_answer(max(asked, key=lambda c: c.seq)):
+        return s.CONFIDENCE_UNCERTAIN  # the newest answer: the Site does not know it
     if latest is None:
         return s.CONFIDENCE_NONE if not phase else s.CONFIDENCE_CURRENT
     obs = latest.observation or {}

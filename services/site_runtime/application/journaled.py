@@ -10,7 +10,11 @@ rule of the command's kind (:data:`COMMAND_RULES`):
   Attempt never interleave (``read-log`` takes none: a read never waits behind an
   Attempt being advanced);
 * **attempt-not-prepared** — a command that needs the Attempt is refused when
-  the executor's journal has none (nothing native is touched).
+  the executor's journal has none (nothing native is touched). A stop
+  (``cancel``, ``terminate``) needs it too: a Runtime that does not know an
+  Attempt cannot vouch that its native work stopped, so it never closes the stop;
+  Execution Core asks again and ends the Attempt ``lost`` after its
+  reconciliation period.
 
 ``recover`` (a command journaled as in flight before a restart) is the same
 path: every handler is idempotent by the executor's journal, so recovering a
@@ -69,10 +73,10 @@ COMMAND_RULES: Mapping[str, CommandRule] = {
     "prepare": CommandRule(replays=True, locks=True, needs_attempt=False),
     "start": CommandRule(replays=True, locks=True, needs_attempt=True),
     "observe": CommandRule(replays=False, locks=True, needs_attempt=True),
-    "cancel": CommandRule(replays=True, locks=True, needs_attempt=False),
+    "cancel": CommandRule(replays=True, locks=True, needs_attempt=True),
     "read-log": CommandRule(replays=False, locks=False, needs_attempt=True),
     "apply": CommandRule(replays=True, locks=True, needs_attempt=False),
-    "terminate": CommandRule(replays=True, locks=True, needs_attempt=False),
+    "terminate": CommandRule(replays=True, locks=True, needs_attempt=True),
 }
 
 

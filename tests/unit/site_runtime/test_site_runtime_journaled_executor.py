@@ -66,10 +66,10 @@ def build(unlocked: tuple[str, ...] = ()) -> tuple[JournaledExecutor, Journal, R
         ("prepare", True, True, False),
         ("start", True, True, True),
         ("observe", False, True, True),
-        ("cancel", True, True, False),
+        ("cancel", True, True, True),
         ("read-log", False, False, True),
         ("apply", True, True, False),
-        ("terminate", True, True, False),
+        ("terminate", True, True, True),
     ],
 )
 async def test_each_kind_gets_its_prologue(kind, replays, locks, needs_attempt):
@@ -92,6 +92,15 @@ async def test_each_kind_gets_its_prologue(kind, replays, locks, needs_attempt):
     answered = await wrapper.run(kind, command(kind))
     assert (answered.outcome, answered.message) == ("succeeded", kind)
     assert recorder.calls == [(kind, locks)]
+
+
+@pytest.mark.parametrize("kind", ["cancel", "terminate"])
+async def test_a_stop_of_an_attempt_this_runtime_does_not_know_is_never_closed(kind):
+    # It cannot vouch that the native work stopped: refused, so it is asked again.
+    wrapper, _journal, recorder = build()
+    answer = await wrapper.run(kind, command(kind))
+    assert (answer.outcome, answer.code) == ("refused", "attempt-not-prepared")
+    assert recorder.calls == []
 
 
 async def test_recover_is_the_same_path_by_kind():

@@ -510,10 +510,12 @@ class RunLogRead(_message.Message):
     def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., requested_offset: _Optional[int] = ...) -> None: ...
 
 class CountActiveRuns(_message.Message):
-    __slots__ = ("metadata",)
+    __slots__ = ("metadata", "site_id")
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.QueryMetadata
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ...) -> None: ...
+    site_id: str
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., site_id: _Optional[str] = ...) -> None: ...
 
 class CountActiveRunsReply(_message.Message):
     __slots__ = ("active",)

@@ -43,9 +43,11 @@ from site_runtime.adaptors.local.supervision import (
 )
 from site_runtime.application.journaled import (
     MATERIAL_CHANGED,
+    NOT_PREPARED,
     JournaledExecutor,
     handlers_of,
     material_changed,
+    refused,
 )
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.native_ends import NativeEndNotices
@@ -325,14 +327,14 @@ class LocalExecutor:
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Stop the Attempt: TERM the running stage's process group, KILL it after the
         grace period, record ``cancelled`` and never launch a later stage. The exact
-        result (message ``accepted``, ``already-terminal`` or ``not-found``) is saved
-        and replayed."""
+        result (message ``accepted`` or ``already-terminal``) is saved and replayed; an
+        Attempt this Runtime does not know is refused ``attempt-not-prepared``."""
         return await self.commands.run("cancel", command)
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         row = self.journal.attempt(command.attempt_id)
-        if row is None:
-            return self._save(command, "succeeded", message="not-found")
+        if row is None:  # the prologue refuses it first; never close an unknown stop
+            return refused(command, "attempt-not-prepared", NOT_PREPARED)
         if row.state in TERMINAL:
             await self.supervision.release_grants(row.attempt_id)
             # A cancellation accepted before a restart keeps its answer.

@@ -50,7 +50,7 @@ from site_runtime.adaptors.slurm.submission import (
     StageSubmissions,
 )
 from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
-from site_runtime.application.journaled import JournaledExecutor
+from site_runtime.application.journaled import NOT_PREPARED, JournaledExecutor, refused
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import (
@@ -167,7 +167,9 @@ class SlurmExecutor:
     async def cancel(self, command: SiteCommand) -> CommandResult:
         """Cancel the whole chain, newest job first; the exact result is saved and replayed.
 
-        ``message`` is ``accepted``, ``already-terminal`` or ``not-found``.
+        ``message`` is ``accepted``, ``already-terminal`` or ``not-found`` (slurmctld
+        knows none of its jobs); an Attempt this Runtime does not know is refused
+        ``attempt-not-prepared``.
         """
         return await self.commands.run("cancel", command)
 
@@ -316,10 +318,8 @@ class SlurmExecutor:
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         att = self.journal.attempt(command.attempt_id)
-        if att is None:
-            return self._save(
-                command, CommandResult(command.command_id, "succeeded", message="not-found")
-            )
+        if att is None:  # the prologue refuses it first; never close an unknown stop
+            return refused(command, "attempt-not-prepared", NOT_PREPARED)
         if att.cancel_result is None:
             if att.cancel_state is None:
                 self.journal.update_attempt(att.attempt_id, cancel_state="requested")
