@@ -64,13 +64,15 @@ async def test_links_inside_the_directory_are_published_as_links(edge, layout, t
                                           layout=layout)
     assert url == f"{edge.url}/git/links-inside.git" and len(commit) == 40
     bare = edge.git_root / "links-inside.git"
-    tree = subprocess.run(["git", "-C", str(bare), "ls-tree", "-r", commit], check=True,
-                          capture_output=True, text=True).stdout
+    tree = (await asyncio.to_thread(
+        subprocess.run, ["git", "-C", str(bare), "ls-tree", "-r", commit], check=True,
+        capture_output=True, text=True)).stdout
     modes = {line.split("\t")[1]: line.split()[0] for line in tree.splitlines()}
     assert modes == {"actions.yaml": "100644", "data-link": "120000", "sub-link": "120000",
                      "sub/back": "120000", "sub/data.txt": "100644"}
-    target = subprocess.run(["git", "-C", str(bare), "cat-file", "-p", f"{commit}:data-link"],
-                            check=True, capture_output=True, text=True).stdout
+    target = (await asyncio.to_thread(
+        subprocess.run, ["git", "-C", str(bare), "cat-file", "-p", f"{commit}:data-link"],
+        check=True, capture_output=True, text=True)).stdout
     assert target == "sub/data.txt"
 
 

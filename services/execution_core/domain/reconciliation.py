@@ -33,7 +33,6 @@ from typing import Any
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 
-
 #: The commands whose answer can say the Site does not know the Attempt: an observe
 #: and a stop. A stop so answered is not done (the Runtime cannot vouch that the
 #: native work stopped): it is asked again like an observe.
