@@ -20,8 +20,11 @@ def _bench_jobs() -> list[str]:
 
 
 def test_slurm_submit_benchmark_measures_both_sides(slurm_lab):
-    result = run_benchmark("slurm_submit", "--jobs", "8", "--concurrency", "2")
+    result = run_benchmark("slurm_submit", "--jobs", "8", "--concurrency", "2", "--rounds", "2")
     assert result["benchmark"] == "slurm_submit" and result["jobs"] == 8, result
+    assert result["rounds"] == 2 and len(result["round_ratios"]) == 2, result
+    assert all(measured(r) for r in result["round_ratios"]), result
+    assert min(result["round_ratios"]) <= result["median_round_ratio"], result
     assert measured(result["raw_per_second"]), result
     assert measured(result["adaptor_per_second"]), result
     assert measured(result["ratio"]), result
