@@ -22,7 +22,6 @@ WORKLOAD_NOT_ACTIVE = "workload-not-active"
 WORKLOAD_SPEC_INVALID = "workload-spec-invalid"
 PROJECT_NOT_FOUND = "project-not-found"
 NO_SITE_FOR_ENVIRONMENT = "no-site-for-environment"
-NO_READY_SITE = "no-ready-site"
 MEMBER_BINDING_MISSING = "member-binding-missing"
 WALL_TIME_ABOVE_LIMIT = "wall-time-above-limit"
 GPU_CLASS_UNAVAILABLE = "gpu-class-unavailable"
@@ -41,7 +40,6 @@ CANCELLED_BY_MEMBER = "cancelled-by-member"
 CANCELLED_BEFORE_START = "cancelled-before-start"
 DISPATCH_DEADLINE_PASSED = "dispatch-deadline-passed"
 NATIVE_FAILURE = "native-failure"  # failed without a more precise code from the Site
-RETRIES_EXHAUSTED = "retries-exhausted"  # detail only; the last Attempt's code is the Run's
 LOST_AT_SITE = "lost-at-site"  # the Site did not know the Attempt for the reconciliation period
 MARKED_LOST = "marked-lost"  # an operator ended it with `metallo run reconcile --mark-lost`
 
