@@ -26,7 +26,13 @@ from tests.slurm.lab import (
     observe_until,
     payload,
 )
-from tests.slurm.test_slurm_arrays import ROOT, STAGE_NAMES, array_tasks, check_three_arrays, scancel
+from tests.slurm.test_slurm_arrays import (
+    ROOT,
+    STAGE_NAMES,
+    array_tasks,
+    check_three_arrays,
+    scancel,
+)
 
 pytestmark = pytest.mark.slurm
 TERMINAL = {"succeeded", "failed", "cancelled"}

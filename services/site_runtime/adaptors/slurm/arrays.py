@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm.array_journal import ArrayJournal, ArrayStageRow
+from site_runtime.adaptors.slurm.array_scripts import array_scripts
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.journal import SlurmJournal
 from site_runtime.adaptors.slurm.rest import SlurmLimited, SlurmRefused, SlurmRest, SlurmUnreachable
-from site_runtime.adaptors.slurm.array_scripts import array_scripts
 from site_runtime.application.ports import Deferred
 from site_runtime.domain.slurm_array_start import material_directory
 from site_runtime.domain.slurm_arrays import (

@@ -21,9 +21,9 @@ from site_runtime.adaptors.slurm.submission import StageSubmissions, identity
 from site_runtime.application.ports import Deferred
 from site_runtime.domain.slurm_cancellation import (
     cancellation_order,
-    task_cancelled,
     fold_answers,
     settled_answer,
+    task_cancelled,
 )
 from site_runtime.domain.slurm_reconcile import ABSENT, Deadlines, Sighting, reconcile
 
