@@ -72,6 +72,8 @@ class CommandRule:
 COMMAND_RULES: Mapping[str, CommandRule] = {
     "prepare": CommandRule(replays=True, locks=True, needs_attempt=False),
     "start": CommandRule(replays=True, locks=True, needs_attempt=True),
+    # Every task's Attempt is checked by the handler (the refusal names the task).
+    "start-array": CommandRule(replays=True, locks=True, needs_attempt=False),
     "observe": CommandRule(replays=False, locks=True, needs_attempt=True),
     "cancel": CommandRule(replays=True, locks=True, needs_attempt=True),
     "read-log": CommandRule(replays=False, locks=False, needs_attempt=True),

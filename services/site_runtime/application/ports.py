@@ -31,7 +31,7 @@ class SiteCommand:
 
     sequence: int
     command_id: str
-    kind: str  # prepare | start | observe | cancel | apply | terminate | read-log
+    kind: str  # prepare | start | start-array | observe | cancel | apply | terminate | read-log
     site_id: str
     environment: str  # "slurm" | "k8s"
     run_id: str
@@ -80,7 +80,7 @@ class Deferred(Exception):
 CommandHandler = Callable[[SiteCommand], Awaitable[CommandResult]]
 
 #: Command kinds of each Workload family (docs/site-commands.md).
-QUEUED_BATCH_KINDS = ("prepare", "start", "observe", "cancel", "read-log")
+QUEUED_BATCH_KINDS = ("prepare", "start", "start-array", "observe", "cancel", "read-log")
 RECONCILED_SERVICE_KINDS = ("apply", "observe", "terminate", "read-log")
 
 
@@ -174,8 +174,32 @@ class ReconciledServiceExecutor(Protocol):
         ...
 
 
+@runtime_checkable
+class ArrayStarting(Protocol):
+    """A queued-batch executor that starts an array group's children as native arrays
+    (``start-array``, docs/site-commands.md; ADR 0032)."""
+
+    async def start_array(self, command: SiteCommand) -> CommandResult:
+        """Submit every prepared child of the group at once, at most once per group;
+        ``succeeded`` with ``observation.array_tasks`` or a definite ``refused``."""
+        ...
+
+
 #: What the worker accepts: an executor of either family, or of both.
 SiteExecutor = QueuedBatchExecutor | ReconciledServiceExecutor
+
+ARRAY_UNSUPPORTED = "array-unsupported"
+
+
+async def _arrays_unsupported(command: SiteCommand) -> CommandResult:
+    """``start-array`` at an executor without native arrays: refused, nothing touched
+    (Execution Core then starts the children one by one, or fails them)."""
+    return CommandResult(
+        command.command_id,
+        "refused",
+        ARRAY_UNSUPPORTED,
+        "this Site's executor does not submit native arrays",
+    )
 
 
 def command_handlers(executor: SiteExecutor) -> dict[str, CommandHandler]:
@@ -192,6 +216,9 @@ def command_handlers(executor: SiteExecutor) -> dict[str, CommandHandler]:
                 "observe": executor.observe,
                 "cancel": executor.cancel,
                 "read-log": executor.read_log,
+                "start-array": executor.start_array
+                if isinstance(executor, ArrayStarting)
+                else _arrays_unsupported,
             }
         )
     if isinstance(executor, ReconciledServiceExecutor):

@@ -278,14 +278,17 @@ def array_stage_request(
     after: str | None,
     max_active: int | None,
     script: str,
+    material_directory: str | None = None,
 ) -> ArrayStageRequest:
     """The held array request of ``stage`` for ``members`` (index = position).
 
     Each member's single-chain request is rendered
     (:func:`~.slurm_requests.stage_request`); their jobs must agree on every field
     outside :data:`PER_TASK_JOB_FIELDS` (else :class:`NotHomogeneous`). The array
-    keeps the environment every task shares; the rest is per task. ``after`` is the
-    previous stage's array job id.
+    keeps the environment every task shares; the rest is per task, read by each task
+    from its file in ``material_directory`` (``METALLO_ARRAY_MATERIAL``). ``after`` is
+    the previous stage's array job id; a task whose ``aftercorr`` predecessor failed
+    can never start, so slurmctld ends it (``kill_on_invalid_dependency``).
     """
     reason = homogeneity_reason(members)
     if reason is not None:
@@ -327,9 +330,12 @@ def array_stage_request(
         "environment": {**dict(sorted(common.items())), "METALLO_ARRAY_TASKS": str(len(members))},
         "hold": True,
     }
+    if material_directory is not None:
+        job["environment"]["METALLO_ARRAY_MATERIAL"] = material_directory
     dependency = aftercorr(after)
     if dependency:
         job["dependency"] = dependency
+        job["kill_on_invalid_dependency"] = True
     per_task = {
         i: {k: v for k, v in env.items() if k not in common} for i, env in enumerate(environments)
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from site_runtime.domain.slurm_chain import StageView
 from site_runtime.domain.slurm_jobs import NativeJob
@@ -61,3 +62,17 @@ def fold_answers(answers: Iterable[str]) -> str:
     if "accepted" in answers:
         return "accepted"
     return "already-terminal" if answers else "not-found"
+
+
+def task_cancelled() -> dict[str, Any]:
+    """The saved facts of an array task whose ``scancel JOBID_TASK`` was accepted: it
+    ended ``CANCELLED`` (slurmctld keeps no record of a task cancelled while its
+    array is pending, so the answer is all the evidence there is)."""
+    return {
+        "state": "CANCELLED",
+        "terminal": True,
+        "exit_code": None,
+        "signal": None,
+        "reason": None,
+        "source": "scancel",
+    }

@@ -171,11 +171,13 @@ def contradiction_verdict(stage: str, row: StageView, code: str) -> Verdict:
 def observed_phase(reported_running: bool, stages: Mapping[str, StageView]) -> str:
     """``running`` once compute has started (:func:`~.slurm_stages.has_started`) or
     stage-out was submitted, and for ever after a running observation was reported;
-    else ``queued``."""
+    else ``queued``. An array task of stage-out (``JOBID_TASK``) exists from the
+    start, so for a child of an array group only compute's start counts."""
     compute = _facts(stages["compute"])
+    stage_out = stages["stage-out"].job_id
     running = (
         reported_running
         or has_started(compute.get("state"), bool(compute.get("terminal")))
-        or stages["stage-out"].job_id is not None
+        or (stage_out is not None and "_" not in stage_out)
     )
     return "running" if running else "queued"

@@ -74,6 +74,11 @@ class NativeJob:
     rest of a list-shaped ``job_state``; ``exit_code``/``signal`` are None when
     unknown; ``source`` is ``slurmctld`` or ``slurmdbd``; ``requeue`` whether
     slurmctld may requeue the job (None when the record does not say).
+
+    A record of an array: ``array_job_id`` (None for a plain job), ``array_task``
+    (the one task a split record is) or ``array_pending`` (the task range a pending
+    record still holds, e.g. ``2-9%3``). :attr:`task_ids` names the ``JOBID_TASK``
+    ids the record stands for.
     """
 
     job_id: str
@@ -89,6 +94,19 @@ class NativeJob:
     dependency: str | None
     source: str
     requeue: bool | None = None
+    array_job_id: str | None = None
+    array_task: int | None = None
+    array_pending: str | None = None
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        """The ``JOBID_TASK`` ids of the array tasks this record stands for: the split
+        task's own, or every task a pending record still holds; () for a plain job."""
+        if self.array_job_id is None:
+            return ()
+        if self.array_task is not None:
+            return (f"{self.array_job_id}_{self.array_task}",)
+        return tuple(f"{self.array_job_id}_{i}" for i in pending_indices(self.array_pending))
 
     @property
     def terminal(self) -> bool:
@@ -101,13 +119,42 @@ class NativeJob:
         return has_started(self.state)
 
 
+#: The most tasks one array may have (a collection's bound, seed 002 §15).
+MAX_ARRAY_INDEX = 999
+_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?(?::([0-9]{1,9}))?$")
+
+
+def pending_indices(task_string: str | None) -> tuple[int, ...]:
+    """The task indices of a pending array record's ``array_task_string``
+    (``0-9%3``, ``[1,3-5]``, ``2-8:2``); () for none or a shape not understood.
+    Indices above :data:`MAX_ARRAY_INDEX` are never Metallo's and are left out."""
+    if not isinstance(task_string, str):
+        return ()
+    text = task_string.strip().strip("[]").split("%", 1)[0]
+    found: list[int] = []
+    for part in filter(None, text.split(",")):
+        match = _RANGE.match(part)
+        if match is None:
+            return ()
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        step = max(1, int(match.group(3) or 1))
+        found.extend(range(first, min(last, MAX_ARRAY_INDEX) + 1, step))
+    return tuple(sorted(set(found)))
+
+
 class JobList(list[NativeJob]):
     """slurmctld's job list, indexed once by job id and by name: every Attempt of an
-    observe cycle looks its jobs up in the same list, so a look-up must not scan it."""
+    observe cycle looks its jobs up in the same list, so a look-up must not scan it.
+    An array task is also found by its ``JOBID_TASK`` id (:attr:`NativeJob.task_ids`):
+    a split task's own record, or the array's pending record that still holds it."""
 
     def __init__(self, jobs: list[NativeJob]) -> None:
         super().__init__(jobs)
         self.by_id = {job.job_id: job for job in self}
+        for job in self:
+            for task_id in job.task_ids:
+                self.by_id.setdefault(task_id, job)
         self.by_name: dict[str, list[NativeJob]] = {}
         for job in self:
             self.by_name.setdefault(job.name, []).append(job)

@@ -169,11 +169,26 @@ def test_dispatch_follows_the_protocols_an_executor_implements():
         "prepare",
         "read-log",
         "start",
+        "start-array",
     ]
     assert sorted(command_handlers(Service())) == ["apply", "observe", "read-log", "terminate"]
     both = command_handlers(Both())
     assert sorted(both) == sorted(
-        {"prepare", "start", "cancel", "apply", "terminate", "observe", "read-log"}
+        {"prepare", "start", "start-array", "cancel", "apply", "terminate", "observe", "read-log"}
     )
     with pytest.raises(TypeError):
         command_handlers(object())  # type: ignore[arg-type]
+
+
+class Arrays(Batch):
+    async def start_array(self, c):
+        return CommandResult(c.command_id, "succeeded")
+
+
+async def test_start_array_is_refused_array_unsupported_by_an_executor_without_arrays():
+    cmd = command("start-array", "c-9")
+    refused = await command_handlers(Batch())["start-array"](cmd)
+    assert (refused.outcome, refused.code) == ("refused", "array-unsupported")
+    assert "start-array" not in command_handlers(Service())
+    started = await command_handlers(Arrays())["start-array"](cmd)
+    assert started.outcome == "succeeded"

@@ -7,7 +7,14 @@ same WAL file and under its lock:
   position) and ``max_active``, saved before any of its arrays is submitted;
 * ``array_stages`` — per group and stage, the held-submission states of single
   chains: ``prepared`` → ``submitting`` (intent and exact request saved before the
-  POST) → ``held`` (array job id saved) → ``submitted`` (released); or ``refused``.
+  POST) → ``held`` (array job id saved) → ``submitted`` (released); or ``refused``;
+* ``array_members`` — each child's group and task index (saved with the group), so
+  any command of a child finds its group.
+
+Once all three arrays are released, :meth:`ArrayJournal.assign_tasks` gives each
+child's own ``stages`` rows its tasks (``JOBID_TASK``, ``submitted``) and its record
+``array: {group_id, index}``, in one transaction: from then on the child is observed,
+cancelled and read by the single-chain paths, through its task ids.
 
 No member token or repository token is ever written here.
 """
@@ -39,6 +46,11 @@ ARRAY_SCHEMA = (
         refusal TEXT,
         updated_at REAL NOT NULL,
         PRIMARY KEY (group_id, stage)
+    )""",
+    """CREATE TABLE IF NOT EXISTS array_members (
+        attempt_id TEXT PRIMARY KEY,
+        group_id TEXT NOT NULL REFERENCES array_groups(group_id),
+        task_index INTEGER NOT NULL
     )""",
 )
 
@@ -101,6 +113,10 @@ class ArrayJournal:
                         " VALUES (?, ?, 'prepared', ?)",
                         (group_id, stage, now),
                     )
+                db.executemany(
+                    "INSERT INTO array_members (attempt_id, group_id, task_index) VALUES (?, ?, ?)",
+                    [(a, group_id, i) for a, i in mapping.indices().items()],
+                )
             elif (tuple(json.loads(row[0])), row[1]) != (mapping.attempts, max_active):
                 raise GroupConflict("the array group was saved with other Attempts")
         group = self.group(group_id)
@@ -155,3 +171,31 @@ class ArrayJournal:
                 f"UPDATE array_stages SET {columns} WHERE group_id = ? AND stage = ?",
                 (*encoded.values(), group_id, stage),
             )
+
+    def member(self, attempt_id: str) -> tuple[str, int] | None:
+        """``(group id, task index)`` of a child saved in a group, None otherwise."""
+        with self.journal.transaction() as db:
+            row = db.execute(
+                "SELECT group_id, task_index FROM array_members WHERE attempt_id = ?",
+                (attempt_id,),
+            ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def assign_tasks(self, group_id: str, array_job_ids: dict[str, str]) -> None:
+        """Give every child its task of each stage's array (module doc), atomically."""
+        group = self.group(group_id)
+        if group is None:
+            raise KeyError(group_id)
+        now = time.time()
+        with self.journal.transaction() as db:
+            for index, attempt_id in enumerate(group.mapping.attempts):
+                db.executemany(
+                    "UPDATE stages SET state = 'submitted', job_id = ?, updated_at = ?"
+                    " WHERE attempt_id = ? AND stage = ? AND state = 'prepared'",
+                    [(f"{array_job_ids[s]}_{index}", now, attempt_id, s) for s in STAGES],
+                )
+                db.execute(
+                    "UPDATE attempts SET record = json_set(record, '$.array', json(?)),"
+                    " updated_at = ? WHERE attempt_id = ?",
+                    (json.dumps({"group_id": group_id, "index": index}), now, attempt_id),
+                )

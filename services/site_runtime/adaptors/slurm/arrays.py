@@ -9,9 +9,10 @@ by the array's exact identity (:func:`~site_runtime.domain.slurm_settling.settle
 a held array is never split into tasks, so it is one record), so a restart at any
 point leaves exactly one array per stage.
 
-Not here yet: each task's own material (the per-index environment and repository
-grants the stage scripts read), observation, exit facts, logs and cancellation per
-``JOB_TASK``. Until then a released array's tasks do not have their Attempt's work.
+Each array runs the loader script (``array_scripts.py``) that reads a task's own
+material from ``METALLO_ARRAY_MATERIAL``; :meth:`ArraySubmissions.environments`
+gives what each task's files hold (``array_material.py`` writes them before the
+release). The ``start-array`` command around this is ``array_start.py``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from datetime import UTC, datetime
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm.array_journal import ArrayJournal, ArrayStageRow
+from site_runtime.adaptors.slurm.array_scripts import array_scripts
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.journal import SlurmJournal
 from site_runtime.adaptors.slurm.rest import SlurmLimited, SlurmRefused, SlurmRest, SlurmUnreachable
-from site_runtime.adaptors.slurm.scripts import scripts_for
 from site_runtime.application.ports import Deferred
+from site_runtime.domain.slurm_array_start import material_directory
 from site_runtime.domain.slurm_arrays import (
     ArrayMember,
+    ArrayStageRequest,
     NotHomogeneous,
     TaskMapping,
     array_identity,
@@ -96,6 +99,37 @@ class ArraySubmissions:
         first = members[0].record
         b = first["binding"]
         return array_identity(first["prefix"], group_id, stage, b["account"], b["user"])
+
+    def request(
+        self,
+        members: Sequence[ArrayMember],
+        group_id: str,
+        stage: str,
+        after: str | None,
+        max_active: int | None,
+    ) -> ArrayStageRequest:
+        """The exact held array request of ``stage`` (NotHomogeneous raised)."""
+        record = members[0].record
+        return array_stage_request(
+            members,
+            group_id=group_id,
+            stage=stage,
+            after=after,
+            max_active=max_active,
+            script=array_scripts(record.get("script_version", 1))[stage],
+            material_directory=material_directory(
+                record["workspace_root"], record["prefix"], group_id
+            ),
+        )
+
+    def environments(
+        self, members: Sequence[ArrayMember], group_id: str
+    ) -> dict[str, dict[int, dict[str, str]]]:
+        """stage → task index → the variables of that task's material file."""
+        return {
+            stage: self.request(members, group_id, stage, None, None).task_environment
+            for stage in STAGES
+        }
 
     async def submit(
         self,
@@ -170,15 +204,7 @@ class ArraySubmissions:
     ) -> ArrayStageRow:
         """Save the intent and exact request, POST the array held, save its job id."""
         record = members[0].record
-        script = scripts_for(record.get("script_version", 1))[stage]
-        request = array_stage_request(
-            members,
-            group_id=group_id,
-            stage=stage,
-            after=after,
-            max_active=max_active,
-            script=script,
-        )
+        request = self.request(members, group_id, stage, after, max_active)
         saved = {
             "script_version": request.script_version,
             "script": request.script,

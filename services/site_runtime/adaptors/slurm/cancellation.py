@@ -23,6 +23,7 @@ from site_runtime.domain.slurm_cancellation import (
     cancellation_order,
     fold_answers,
     settled_answer,
+    task_cancelled,
 )
 from site_runtime.domain.slurm_reconcile import ABSENT, Deadlines, Sighting, reconcile
 
@@ -65,12 +66,17 @@ class ChainCancellation:
                     continue
                 answer = await self.rest.cancel(step.job_id, credential=credential, user=user)
                 self.fault(f"cancelled:{step.stage}")
+                if answer == "accepted" and "_" in step.job_id:
+                    # An array task cancelled while its array is pending leaves no
+                    # record of its own anywhere: the accepted answer is the evidence.
+                    self.journal.update_stage(
+                        att.attempt_id, step.stage, native=task_cancelled()
+                    )
+                    answers.append(answer)
+                    continue
                 seen = None
                 if answer == "already-terminal":
-                    live = {
-                        j.job_id: j
-                        for j in await self.rest.list_jobs(credential=credential, user=user)
-                    }
+                    live = (await self.rest.list_jobs(credential=credential, user=user)).by_id
                     seen = live.get(step.job_id) or await self.rest.accounting_job(
                         step.job_id, credential=credential, user=user
                     )

@@ -21,6 +21,7 @@ line, an exception, an environment or a script.
 * :class:`~.submission.StageSubmissions` — the held-submission protocol;
 * :class:`~.progress.ChainProgress` — observing, advancing, deciding, cleanup;
 * :class:`~.cancellation.ChainCancellation` — cancellation newest to oldest;
+* :class:`~.array_start.ArrayStarts` — ``start-array`` (a collection as arrays);
 * :class:`~site_runtime.application.journaled.JournaledExecutor` — the prologue of
   every command (saved-result replay, per-Attempt lock, ``attempt-not-prepared``).
 """
@@ -31,10 +32,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from metallo.identity.verify import MemberCredential, MemberTokenRejected
 from site_runtime.adaptors.slurm import views
+from site_runtime.adaptors.slurm.array_journal import ArrayJournal
+from site_runtime.adaptors.slurm.array_material import ArrayMaterial
+from site_runtime.adaptors.slurm.array_start import ArrayStarts
+from site_runtime.adaptors.slurm.arrays import ArraySubmissions
+from site_runtime.adaptors.slurm.authority import authorise
 from site_runtime.adaptors.slurm.cancellation import ChainCancellation
 from site_runtime.adaptors.slurm.capacity import PartitionCapacity
 from site_runtime.adaptors.slurm.errors import SiteWideDeferred, deferring
@@ -48,8 +53,8 @@ from site_runtime.adaptors.slurm.submission import (
     ConsentRefused,
     DeadlinePassed,
     StageSubmissions,
+    log_path,
 )
-from site_runtime.application.delivery import EdgeRefused, EdgeUnavailable
 from site_runtime.application.journaled import NOT_PREPARED, JournaledExecutor, refused
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
@@ -57,9 +62,7 @@ from site_runtime.application.site_access import (
     ExecutionAuthority,
     MemberTokens,
     RepositoryGrants,
-    definite,
 )
-from site_runtime.domain import slurm_requests
 from site_runtime.domain.consent import CONSENT_REFUSED, refusal_text
 from site_runtime.domain.native_errors import attempt_pending_expired, pending_confidence
 from site_runtime.domain.slurm_capacity import NEVER_FITS, never_fits
@@ -102,8 +105,10 @@ class SlurmExecutor:
         self.submissions = StageSubmissions(
             journal=journal, rest=rest, tokens=tokens, grants=self.grants, clock=clock, fault=fault
         )
+        self.array_material = ArrayMaterial(journal, self.grants)
         self.progress = ChainProgress(
             journal=journal,
+            array_material=self.array_material,
             rest=rest,
             submissions=self.submissions,
             grants=self.grants,
@@ -120,11 +125,25 @@ class SlurmExecutor:
         )
         self._pending_since: dict[str, float] = {}
         self.capacity = PartitionCapacity(rest)
+        self.arrays = ArrayJournal(journal)
+        self.array_starts = ArrayStarts(
+            journal=journal,
+            arrays=self.arrays,
+            submissions=ArraySubmissions(
+                journal=journal, arrays=self.arrays, rest=rest, clock=clock, fault=fault
+            ),
+            stages=self.submissions,
+            material=self.array_material,
+            authorise=lambda run, attempt, record: authorise(self.authority, run, attempt, record),
+            never_fits=self._never_fits,
+            clock=clock,
+        )
         self.commands = JournaledExecutor(
             journal,
             {
                 "prepare": self._prepare,
                 "start": self._start,
+                "start-array": self._start_array,
                 "observe": self._observe,
                 "cancel": self._cancel,
                 "read-log": self._read_log,
@@ -153,6 +172,11 @@ class SlurmExecutor:
         ``repository-unavailable``, ``authority-unavailable``.
         """
         return await self.commands.run("start", command)
+
+    async def start_array(self, command: SiteCommand) -> CommandResult:
+        """Start a group's prepared children as three held arrays (``array_start.py``:
+        refusals and deferrals)."""
+        return await self.commands.run("start-array", command)
 
     async def observe(self, command: SiteCommand) -> CommandResult:
         """Observe the chain, submit the next stage when its predecessor completed.
@@ -199,7 +223,7 @@ class SlurmExecutor:
             return self._refuse(command, refusal.code, str(refusal))
         existing = self.journal.attempt(command.attempt_id)
         if existing is None:
-            refused = await self._authorise(command.run_id, command.attempt_id, record)
+            refused = await authorise(self.authority, command.run_id, command.attempt_id, record)
             if refused is not None:
                 return self._refuse(command, "authorisation-refused", refused)
             self.journal.create_attempt(
@@ -223,10 +247,15 @@ class SlurmExecutor:
             command, CommandResult(command.command_id, "succeeded", observation=observation)
         )
 
+    async def _start_array(self, command: SiteCommand) -> CommandResult:
+        return self._save(command, await self.array_starts.start_array(command))
+
     async def _start(self, command: SiteCommand) -> CommandResult:
         att = views.attempt(self.journal, command.attempt_id)
         if att.outcome is not None or att.cancel_state is not None:
             return await self.progress.observe(command, att)
+        if (in_array := self.array_starts.child_start(command, att)) is not None:
+            return self._save(command, in_array)
         stage_in = self.journal.stages(att.attempt_id)["stage-in"]
         if stage_in.state == "refused":
             code = (stage_in.refusal or {}).get("code")
@@ -234,7 +263,7 @@ class SlurmExecutor:
                 await self.progress.cleanup(att)  # the rejection comes once cleanup is done
             return self._refuse(command, code, stage_in_refusal_text(code, stage_in.refusal))
         if stage_in.state == "prepared":
-            refused = await self._authorise(att.run_id, att.attempt_id, att.record)
+            refused = await authorise(self.authority, att.run_id, att.attempt_id, att.record)
             if refused is not None:
                 return self._refuse(command, "authorisation-refused", refused)
             if deadline_refuses("stage-in", att.record.get("deadline_epoch"), self.clock()):
@@ -340,10 +369,9 @@ class SlurmExecutor:
 
     async def _read_log(self, command: SiteCommand) -> CommandResult:
         att = views.attempt(self.journal, command.attempt_id)
-        root = att.record["workspace_root"]
 
         def log_file(stage: str) -> Path:
-            return Path(slurm_requests.log_path(root, att.attempt_id, stage))
+            return log_path(att, stage)  # a child of an array group: its task's log
 
         # Read permits come from the Site edge that also authorises execution.
         permits = self.authority if isinstance(self.authority, ReadPermits) else None
@@ -369,29 +397,3 @@ class SlurmExecutor:
             native_jobs=views.native_jobs(self.journal, att.attempt_id),
             observation=observation,
         )
-
-    async def _authorise(self, run_id: str, attempt_id: str, record: dict[str, Any]) -> str | None:
-        """Ask current authority for a new native effect: None, or the refusal's reason."""
-        if self.authority is None:
-            return None
-        binding = record["binding"]
-        request = {
-            "run_id": run_id,
-            "attempt_id": attempt_id,
-            "material_digest": record.get("material_digest") or "",
-            "member_id": binding.get("member") or "",
-            "site_username": binding["user"],
-            "account": binding["account"],
-        }
-        try:
-            await self.authority.authorise_execution(request)
-        except EdgeUnavailable:
-            raise Deferred("authority-unavailable", "authorisation cannot be confirmed") from None
-        except EdgeRefused as error:
-            if not definite(error):
-                raise Deferred(
-                    "authority-unavailable", "authorisation cannot be confirmed"
-                ) from None
-            return f"authority refused ({error.code})"
-        return None
-

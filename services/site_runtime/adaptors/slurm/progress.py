@@ -28,6 +28,7 @@ from typing import Any
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm import sightings, views
+from site_runtime.adaptors.slurm.array_material import ArrayMaterial
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.grants import StageGrants
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal, StageRow
@@ -74,7 +75,9 @@ class ChainProgress:
         grants: StageGrants,
         clock: Callable[[], float],
         deadlines: Deadlines = Deadlines(),
+        array_material: ArrayMaterial | None = None,
     ) -> None:
+        self.array_material = array_material
         self.deadlines = deadlines
         self.journal = journal
         self.rest = rest
@@ -236,7 +239,8 @@ class ChainProgress:
         """Cancel held jobs that carry a stage's identity but are not its saved job."""
         user = att.record["binding"]["user"]
         for row in stages.values():
-            if row.state not in ("held", "submitted"):
+            # An array task's duplicates are settled per group, at its submission.
+            if row.state not in ("held", "submitted") or "_" in (row.job_id or ""):
                 continue
             wanted = identity(att, row.stage)
             named = jobs.by_name.get(wanted.name, [])
@@ -298,6 +302,11 @@ class ChainProgress:
                 raise Deferred(
                     "workspace-unavailable", "the workspace cannot be removed now"
                 ) from None
+        array = att.record.get("array")
+        if array and self.array_material is not None:
+            # The files of a task that never read them (it was cancelled, or never ran).
+            folder = self.array_material.directory(att.record, array["group_id"])
+            self.array_material.remove_task(folder, array["index"])
         if pending:
             raise Deferred("repository-unavailable", "a repository grant is not released yet")
         self.journal.update_attempt(att.attempt_id, cleanup_state="done")

@@ -105,6 +105,27 @@ def _reason(job: dict[str, Any]) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
+#: slurmctld's "no value" of a 32-bit field (``NO_VAL``): an unset array task id.
+NO_VAL = 0xFFFFFFFE
+
+
+def array_fields(job: dict[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """``(array job id, task index, pending task range)`` of a job record: slurmctld's
+    ``array_job_id`` / ``array_task_id`` / ``array_task_string``, or slurmdbd's
+    ``array: {job_id, task_id, task}``. ``(None, None, None)`` for a plain job
+    (array job id 0 or absent)."""
+    nested = job.get("array") if isinstance(job.get("array"), dict) else {}
+    array_id = number(job.get("array_job_id", nested.get("job_id")))
+    if not array_id:
+        return None, None, None
+    task = number(job.get("array_task_id", nested.get("task_id")))
+    if task is not None and not 0 <= task < NO_VAL - 1:
+        task = None
+    pending = job.get("array_task_string", nested.get("task"))
+    pending = pending if isinstance(pending, str) and pending.strip() else None
+    return str(array_id), task, None if task is not None else pending
+
+
 def parse_job(job: Any, source: str) -> NativeJob:
     """One job object of ``/slurm/*/jobs`` or ``/slurmdb/*/jobs`` as :class:`NativeJob`."""
     if not isinstance(job, dict):
@@ -122,6 +143,7 @@ def parse_job(job: Any, source: str) -> NativeJob:
     if not account and isinstance(association, dict):
         account = association.get("account")
     dependency = job.get("dependency")
+    array_job_id, array_task, array_pending = array_fields(job)
     return NativeJob(
         job_id=str(job_id),
         name=_text(job.get("name")),
@@ -136,6 +158,9 @@ def parse_job(job: Any, source: str) -> NativeJob:
         dependency=_text(dependency) or None,
         source=source,
         requeue=job["requeue"] if isinstance(job.get("requeue"), bool) else None,
+        array_job_id=array_job_id,
+        array_task=array_task,
+        array_pending=array_pending,
     )
 
 

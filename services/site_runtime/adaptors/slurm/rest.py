@@ -242,15 +242,22 @@ class SlurmRest:
     async def accounting_job(
         self, job_id: str, *, credential: MemberCredential, user: str
     ) -> NativeJob | None:
-        """The job as slurmdbd records it, None when accounting has no such job."""
+        """The job as slurmdbd records it, None when accounting has no such job. An
+        array task ``JOBID_TASK`` is asked for by that name (slurmdbd answers the
+        task's own record, whose job id is the task's, not the array's)."""
+        target = str(parse_task_job_id(job_id)) if "_" in job_id else str(int(job_id))
         headers = await self._headers(credential, user)
-        body = await self._get(f"/slurmdb/{DB_API}/job/{int(job_id)}", headers, allow_missing=True)
+        body = await self._get(f"/slurmdb/{DB_API}/job/{target}", headers, allow_missing=True)
         if body is None:
             return None
         try:
-            jobs = [j for j in parse_jobs(body, "slurmdbd") if j.job_id == str(int(job_id))]
+            parsed = parse_jobs(body, "slurmdbd")
         except ResponseShapeError:
             raise SlurmUncertain("the accounting answer has an unknown shape") from None
+        if "_" in target:
+            jobs = [j for j in parsed if target in j.task_ids]
+        else:
+            jobs = [j for j in parsed if j.job_id == target]
         return jobs[0] if jobs else None
 
     async def find(

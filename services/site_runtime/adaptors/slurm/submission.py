@@ -34,6 +34,8 @@ from site_runtime.application.ports import Deferred
 from site_runtime.application.site_access import MemberTokens
 from site_runtime.domain import slurm_requests
 from site_runtime.domain.consent import permanent_reason
+from site_runtime.domain.slurm_array_start import task_log_path
+from site_runtime.domain.slurm_arrays import array_identity
 from site_runtime.domain.slurm_chain import deadline_refuses
 from site_runtime.domain.slurm_jobs import NativeIdentity
 from site_runtime.domain.slurm_settling import settle_submission
@@ -61,13 +63,26 @@ def _slurm_time(now: float) -> str:
 
 
 def identity(att: AttemptRow, stage: str) -> NativeIdentity:
-    """The exact native identity of ``stage`` of ``att``."""
+    """The exact native identity of ``stage`` of ``att``: its own job's, or for a child
+    submitted in an array group (``record["array"]``) the group's array of ``stage``."""
+    array = att.record.get("array")
+    if array:
+        b = att.record["binding"]
+        return array_identity(
+            att.record["prefix"], array["group_id"], stage, b["account"], b["user"]
+        )
     return slurm_requests.identity(att.record, att.run_id, att.attempt_id, stage)
 
 
 def log_path(att: AttemptRow, stage: str) -> Path:
-    """The Attempt-scoped log of ``stage``."""
-    return Path(slurm_requests.log_path(att.record["workspace_root"], att.attempt_id, stage))
+    """The Attempt-scoped log of ``stage`` (a child of an array group: its task's log)."""
+    root = att.record["workspace_root"]
+    array = att.record.get("array")
+    if array:
+        return Path(
+            task_log_path(root, att.record["prefix"], array["group_id"], stage, array["index"])
+        )
+    return Path(slurm_requests.log_path(root, att.attempt_id, stage))
 
 
 class StageSubmissions:
