@@ -63,9 +63,10 @@ def up(executor: Annotated[str, typer.Option(
         if exc.usage:
             raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
                            code="invalid-argument") from None
-        raise CliError(str(exc), "fix the cause the message names (the component logs are in "
-                       "var/dev/logs; `metallo dev status` shows each component) and run "
-                       "`metallo dev up` again", Exit.FAILED, code="stack-failed") from None
+        raise CliError(str(exc), exc.hint or (
+            "fix the cause the message names (the component logs are in var/dev/logs; "
+            "`metallo dev status` shows each component) and run `metallo dev up` again"),
+            Exit.FAILED, code=exc.code or "stack-failed") from None
     if output is Output.json:
         print_json(state)
     elif not foreground:

@@ -27,7 +27,38 @@ from metallo.devstack.rabbitmq import GO_API, BrokerUsersError, broker_url, ensu
 
 
 class PrepareError(Exception):
-    """A precondition failed; the message says what to do."""
+    """A precondition failed; the message says what to do. ``hint`` and ``code``, when
+    given, replace the CLI's generic next step and ``stack-failed`` code."""
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+
+
+#: The next step when a dev database does not match this checkout's migrations.
+FRESH_HINT = ("run `metallo dev up --fresh`: it drops and recreates the dev databases "
+              "(their Runs and Pipelines are lost)")
+
+
+def migration_mismatch(service: str, url: str, exc: Exception) -> PrepareError:
+    """The plain refusal for a dev database this checkout cannot migrate: its Alembic
+    revision is unknown here (``CommandError``), or a migration's SQL fails on what is
+    already there (a table another checkout created: "relation ... already exists").
+    Both mean another checkout (or branch) migrated the shared dev databases."""
+    from alembic.util.exc import CommandError
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if isinstance(exc, CommandError):
+        detail = (f"it is at an Alembic revision this checkout does not have ({exc})")
+    else:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        first = first.split(") ", 1)[-1] if first.startswith("(") else first
+        detail = f"this checkout's migrations fail on what is already there ({first})"
+    return PrepareError(
+        f"the dev database {database} ({service}) was migrated by another checkout or "
+        f"branch: {detail}", hint=FRESH_HINT, code="dev-database-mismatch")
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -65,10 +96,15 @@ SERVICE_DATABASES = ("site_coordination", "workload_portfolio", "execution_core"
 async def migrate_all(say=print) -> list[str]:
     """Migrate the database of every service present in this checkout; their names.
 
+    Raises PrepareError (``dev-database-mismatch``, hinting ``dev up --fresh``) when a
+    database was migrated by another checkout (:func:`migration_mismatch`).
     Autovacuum is checked on each database, but a warning is said once through ``say``
     for all of them (not once per service); the services the stack then starts are told
     not to repeat it (``components.common_env``).
     """
+    from alembic.util.exc import CommandError
+    from sqlalchemy.exc import ProgrammingError
+
     from metallo.persistence.engine import database_url
     from metallo.persistence.migrations import autovacuum_is_on, autovacuum_warning, migrate
 
@@ -78,7 +114,10 @@ async def migrate_all(say=print) -> list[str]:
         if not (migrations / "env.py").exists() or not runnable(service):
             continue
         url = database_url(service)
-        await migrate(url, migrations, check_autovacuum=False)
+        try:
+            await migrate(url, migrations, check_autovacuum=False)
+        except (CommandError, ProgrammingError) as exc:
+            raise migration_mismatch(service, url, exc) from None
         done.append(service)
         if not await autovacuum_is_on(url):
             without_autovacuum.append(url)
