@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -20,6 +21,7 @@ from metallo.devstack.components import (
     LAB_PASSWORDS_FILE,
     SERVICES,
     Options,
+    issuer_key,
     runnable,
 )
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
@@ -137,6 +139,30 @@ def ensure_certificates(layout: Layout) -> Path:
     return ca
 
 
+def ensure_issuer_key(layout: Layout, fresh: bool = False) -> Path:
+    """The key the lab issuer signs member and login tokens with
+    (:func:`components.issuer_key`); returns its path.
+
+    The stack's own key is made once (``private.pem`` 0600 in the 0700 issuer
+    directory) and kept across ``dev down``/``dev up``, so a ``metallo dev login`` from
+    before still verifies; ``fresh`` replaces it (the old logins are then refused). The
+    Slurm lab's key is the lab's: it is used as it is and never replaced here.
+    """
+    from metallo.identity.issuer import generate_key
+
+    key = issuer_key(layout)
+    if key.parent != layout.issuer:
+        return key
+    if fresh:
+        for name in ("private.pem", "jwks.json"):
+            (layout.issuer / name).unlink(missing_ok=True)
+    if not key.is_file():
+        generate_key(layout.issuer)
+    os.chmod(layout.issuer, 0o700)
+    os.chmod(key, 0o600)
+    return key
+
+
 def ensure_git_credentials(layout: Layout, options: Options) -> None:
     """The lab Git operator token (Site Coordination) and the same credential for the
     Workload Portfolio, which reads actions.yaml from the lab Git server."""
@@ -223,6 +249,9 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     ca = await asyncio.to_thread(ensure_certificates, layout)
     say(f"development CA: {ca}")
     ensure_git_credentials(layout, options)
+    key = ensure_issuer_key(layout, fresh=fresh)
+    say(f"lab issuer key: {key}" + (" (new: log in again with `metallo dev login`)"
+                                    if fresh and key.parent == layout.issuer else ""))
     say(f"lab issuer logins: {', '.join(await asyncio.to_thread(ensure_lab_accounts, layout))}")
     if options.kubernetes:
         # The Kubernetes lab runs Pods as member users: they read the CA (public) here.
