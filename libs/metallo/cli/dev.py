@@ -251,7 +251,12 @@ def clone(repository: Annotated[str, typer.Argument(
     from metallo.devstack.control import status as stack_status
     from metallo.devstack.gitrepo import PublishError, valid_name
     from metallo.devstack.gitrepo import clone as clone_repository
+    from metallo.repository_policy import scheme_refusal
 
+    refused = scheme_refusal(repository)
+    if refused is not None:
+        raise CliError(f"{repository}: {refused.message}", "pass NAME or the https:// URL "
+                       "`metallo dev publish` printed", Exit.USAGE, code=refused.code)
     state = stack_status()
     if state is None:
         raise CliError("the dev stack is not running", "start it with `metallo dev up`",
