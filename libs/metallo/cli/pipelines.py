@@ -145,8 +145,7 @@ def print_pipeline(p) -> None:
     failed = next((s for s in p.steps if s.index == p.failed_step), None)
     if failed is not None and failed.run_id:
         err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
-                  f"({failed.action}) failed; `metallo run logs {failed.run_id}` shows its log",
-                  markup=False)
+                  f"({failed.action}) failed and which of its logs to read", markup=False)
 
 
 def step_collection_text(s) -> str:
