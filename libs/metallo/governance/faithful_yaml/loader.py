@@ -1,30 +1,12 @@
-"""Bounded, schema-directed YAML loading that keeps what the author wrote.
-
-Both operator-edited files (the governance file) and member-authored files
-(``actions.yaml``, issue 3 item 2) go through here. The rules:
-
-* The document is composed into ruamel.yaml nodes and converted by walking the
-  node tree *alongside a JSON Schema*. A plain scalar becomes a number, boolean
-  or null only where the schema allows that type; where the schema wants a
-  string, the exact text the author typed is kept. So a 40-hex commit made only
-  of digits, a version such as ``3.10``, ``0755`` or ``007`` stay strings, and
-  keys are always their literal text (``on``, ``yes`` and ``no`` included).
-  Booleans are YAML 1.2 only (``true``/``false``); ``yes``/``no`` are text.
-* Inputs are bounded before they are trusted: size in bytes, nesting depth,
-  alias count and the number of nodes after alias expansion (alias bombs).
-* Every problem is collected with its file, line, column and field path, and
-  all of them are reported at once in :class:`DocumentError`.
-"""
+"""Bounded, schema-directed loading (see the package doc): an event pass that checks
+the bounds, tags and document count, then a conversion of the node tree alongside the
+schema that keeps text where the schema wants text."""
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import (
@@ -38,163 +20,19 @@ from ruamel.yaml.events import (
 )
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-Path = tuple[str | int, ...]
+from metallo.governance.faithful_yaml.document import (
+    Document,
+    DocumentError,
+    Limits,
+    Path,
+    Problem,
+    dotted,
+)
+from metallo.governance.faithful_yaml.schema_view import SchemaView, json_type
+from metallo.governance.faithful_yaml.validation import schema_problems
 
 _CORE = "tag:yaml.org,2002:"
 _MERGE = _CORE + "merge"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds applied before any content is trusted.
-
-    max_bytes: size of the encoded file in bytes (default 1 MiB).
-    max_depth: nesting of mappings/sequences.
-    max_aliases: number of ``*alias`` references in the text.
-    max_nodes: nodes visited after alias expansion (stops alias bombs).
-    """
-
-    max_bytes: int = 1024 * 1024
-    max_depth: int = 32
-    max_aliases: int = 200
-    max_nodes: int = 200_000
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One problem in a document: where it is and what is wrong.
-
-    line and column are 1-based (0 when the problem concerns the whole file).
-    field is a dotted path such as ``actions.train.resources.gpus`` ("" for the
-    whole document).
-    """
-
-    file: str
-    line: int
-    column: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-
-
-class DocumentError(ValueError):
-    """A document was refused; ``problems`` lists every problem found (in file order)."""
-
-    def __init__(self, problems: Iterable[Problem]):
-        self.problems = sorted(problems, key=lambda p: (p.line, p.column, p.field, p.message))
-        super().__init__(
-            f"{len(self.problems)} problem(s):\n" + "\n".join(f"  {p}" for p in self.problems)
-        )
-
-
-@dataclass
-class Document:
-    """A loaded document: plain JSON-compatible ``data`` plus source positions.
-
-    ``value_at[path]`` and ``key_at[path]`` give the 1-based (line, column) of a
-    value and of the key that names it.
-    """
-
-    source: str
-    data: Any
-    value_at: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    key_at: dict[Path, tuple[int, int]] = field(default_factory=dict)
-
-    def locate(self, path: Path, *, key: bool = False) -> tuple[int, int]:
-        """The (line, column) of ``path`` (its key when ``key``), else of its nearest parent."""
-        p = tuple(path)
-        while True:
-            if key and p in self.key_at:
-                return self.key_at[p]
-            if p in self.value_at:
-                return self.value_at[p]
-            if not p:
-                return (1, 1)
-            p = p[:-1]
-
-    def problem(self, path: Path, message: str, *, key: bool = False) -> Problem:
-        """A :class:`Problem` located at ``path``."""
-        line, col = self.locate(path, key=key)
-        return Problem(self.source, line, col, dotted(path), message)
-
-
-def dotted(path: Path) -> str:
-    """``("actions", "train", "argv", 2)`` → ``actions.train.argv[2]``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-class _SchemaView:
-    """Just enough JSON Schema navigation to know which types a location allows."""
-
-    def __init__(self, root: dict):
-        self.root = root
-
-    def deref(self, schema: Any) -> dict:
-        seen = 0
-        while isinstance(schema, dict) and "$ref" in schema and seen < 32:
-            ref = schema["$ref"]
-            if not ref.startswith("#/"):
-                return {}
-            node: Any = self.root
-            for part in ref[2:].split("/"):
-                node = node[part.replace("~1", "/").replace("~0", "~")]
-            schema = node
-            seen += 1
-        return schema if isinstance(schema, dict) else {}
-
-    def branches(self, schema: Any) -> list[dict]:
-        s = self.deref(schema)
-        out = [s]
-        for k in ("oneOf", "anyOf", "allOf"):
-            for sub in s.get(k, []):
-                out.extend(self.branches(sub))
-        return out
-
-    def types(self, schema: Any) -> set[str] | None:
-        """Allowed JSON types, or None when unconstrained."""
-        found: set[str] = set()
-        constrained = False
-        for b in self.branches(schema):
-            t = b.get("type")
-            if isinstance(t, str):
-                found.add(t)
-                constrained = True
-            elif isinstance(t, list):
-                found.update(t)
-                constrained = True
-            if "const" in b or "enum" in b:
-                values = [b["const"]] if "const" in b else b["enum"]
-                for v in values:
-                    found.add(_json_type(v))
-                constrained = True
-        return found if constrained else None
-
-    def child(self, schema: Any, key: str | int) -> Any:
-        """The sub-schema for a mapping key or sequence index (None when unknown)."""
-        for b in self.branches(schema):
-            if isinstance(key, int):
-                if "items" in b and isinstance(b["items"], dict):
-                    return b["items"]
-                continue
-            props = b.get("properties", {})
-            if key in props:
-                return props[key]
-            for pattern, sub in b.get("patternProperties", {}).items():
-                if re.search(pattern, key):
-                    return sub
-            ap = b.get("additionalProperties")
-            if isinstance(ap, dict):
-                return ap
-        return None
 
 
 def _core_int(text: str) -> int:
@@ -209,26 +47,10 @@ def _core_int(text: str) -> int:
     return sign * int(s, 10)
 
 
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
 class _Loader:
     def __init__(self, source: str, schema: dict | None, limits: Limits):
         self.source = source
-        self.view = _SchemaView(schema or {})
+        self.view = SchemaView(schema or {})
         self.limits = limits
         self.problems: list[Problem] = []
         self.nodes = 0
@@ -368,7 +190,7 @@ class _Loader:
             natural = text  # timestamps and anything else stay as typed
         if allowed is None:
             return natural
-        nt = _json_type(natural)
+        nt = json_type(natural)
         if nt == "number" and "number" not in allowed:
             # JSON Schema counts 4.0 as an integer; an integer field takes only
             # integers as written, so "4.0" is refused rather than stored as a float.
@@ -439,60 +261,3 @@ def load(
     if problems:
         raise DocumentError(problems)
     return doc
-
-
-def schema_problems(doc: Document, schema: dict) -> list[Problem]:
-    """Every JSON Schema violation of ``doc.data``, located by line (deepest cause first)."""
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator = validator_cls(schema)
-    out: list[Problem] = []
-    seen: set[tuple] = set()
-    for err in validator.iter_errors(doc.data):
-        for leaf in _leaves(err):
-            for p in _describe(doc, leaf):
-                k = (p.line, p.column, p.field, p.message)
-                if k not in seen:
-                    seen.add(k)
-                    out.append(p)
-    return out
-
-
-def _leaves(err: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
-    """For oneOf/anyOf failures, report the branch that got furthest, not the whole tree."""
-    if (err.validator in ("oneOf", "anyOf") and not isinstance(err.instance, (dict, list))
-            and isinstance(err.schema, dict) and err.schema.get("description")):
-        return [err]  # a scalar matching no form: the schema's own description says best what is wanted
-    if err.validator in ("oneOf", "anyOf") and err.context:
-        best = jsonschema.exceptions.best_match(err.context)
-        return _leaves(best) if best is not None else [err]
-    return [err]
-
-
-def _describe(doc: Document, err: jsonschema.ValidationError) -> list[Problem]:
-    path: Path = tuple(err.absolute_path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
-        patterns = list(err.schema.get("patternProperties", {}))
-        extra = [
-            k for k in err.instance
-            if k not in allowed and not any(re.search(p, k) for p in patterns)
-        ]
-        if extra:
-            known = ", ".join(sorted(allowed)) or "none"
-            return [doc.problem(path + (k,), f"unknown field {k!r} (allowed: {known})", key=True)
-                    for k in extra]
-    if err.validator in ("oneOf", "anyOf") and isinstance(err.schema, dict) and err.schema.get("description"):
-        wanted = err.schema["description"].rstrip(".")
-        return [doc.problem(path, f"got {err.instance!r}; expected {wanted[:1].lower()}{wanted[1:]}")]
-    if err.validator == "required":
-        return [doc.problem(path, err.message)]
-    if err.validator == "type":
-        wanted = err.validator_value
-        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
-        return [doc.problem(path, f"must be of type {wanted}, got {err.instance!r}")]
-    if err.validator in ("enum", "const"):
-        values = err.validator_value if err.validator == "enum" else [err.validator_value]
-        return [doc.problem(path, f"{err.instance!r} is not one of {', '.join(map(repr, values))}")]
-    if "propertyNames" in err.relative_schema_path or "propertyNames" in err.absolute_schema_path:
-        return [doc.problem(path + (err.instance,), f"name {err.instance!r}: {err.message}", key=True)]
-    return [doc.problem(path, err.message)]
