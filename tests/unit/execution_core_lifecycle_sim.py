@@ -108,6 +108,20 @@ class Sim:
     def wait(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    def run_until_observed(self) -> lc.Decision:
+        """Send the Attempt's prepare, then :meth:`prepared_until_observed`."""
+        self.step()
+        return self.prepared_until_observed()
+
+    def prepared_until_observed(self) -> lc.Decision:
+        """Answer the pending prepare and start, wait 10 s and take the step that sends
+        the first observe; that step's decision."""
+        self.result("prepare")
+        self.step()
+        self.result("start")
+        self.wait(10)
+        return self.step()
+
     def notice(self) -> None:
         """The Site's native end notice arrives now (ADR 0016), as the store records it:
         after the Attempt's newest command."""

@@ -48,12 +48,7 @@ def test_cancel_while_running_observes_before_terminal():
 
 def test_terminal_observation_from_before_the_cancel_does_not_end_a_cancelling_run():
     sim = Sim()
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()  # an observe is pending
+    sim.run_until_observed()  # an observe is pending
     sim.run = replace(sim.run, desired_state=s.DESIRED_CANCEL, cancel_origin="member")
     sim.step()  # cancel sent while the observe is pending
     sim.result("observe", phase="running")
@@ -64,12 +59,7 @@ def test_terminal_observation_from_before_the_cancel_does_not_end_a_cancelling_r
 
 def test_cancel_after_success_keeps_the_fact():
     sim = Sim()
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result("observe", phase="succeeded")
     sim.run = replace(sim.run, desired_state=s.DESIRED_CANCEL, cancel_origin="member")
     assert sim.step().end == (s.OUTCOME_SUCCEEDED, reasons.COMPLETED)
@@ -77,12 +67,7 @@ def test_cancel_after_success_keeps_the_fact():
 
 def test_cancel_during_retry_wait_ends_the_run():
     sim = Sim(max_attempts=3, backoff=100)
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result("observe", phase="failed")
     assert sim.step().phase == s.PHASE_RETRY_WAIT
     sim.run = replace(sim.run, desired_state=s.DESIRED_CANCEL, cancel_origin="member")

@@ -11,12 +11,7 @@ from tests.unit.execution_core_lifecycle_sim import Sim
 
 def test_definite_failure_retries_as_a_new_attempt_within_policy():
     sim = Sim(max_attempts=2, backoff=30)
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result(
         "observe",
         phase="failed",
@@ -30,11 +25,7 @@ def test_definite_failure_retries_as_a_new_attempt_within_policy():
     sim.wait(20)
     d = sim.step()
     assert d.new_attempt_number == 2 and [k for k, _ in d.commands] == ["prepare"]
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.prepared_until_observed()
     sim.result("observe", phase="failed", failure={"code": "exit-nonzero"})
     d = sim.step()
     assert d.end == (s.OUTCOME_FAILED, "exit-nonzero")
@@ -104,11 +95,6 @@ def test_an_observed_failure_no_attempt_can_cure_is_not_retried():
     # queue (ADR 0015): a refusal then arrives as an observed failure.
     for code in ("authorisation-refused", "member-consent-refused", "repository-commit-missing"):
         sim = Sim(max_attempts=3)
-        sim.step()
-        sim.result("prepare")
-        sim.step()
-        sim.result("start")
-        sim.wait(10)
-        sim.step()
+        sim.run_until_observed()
         sim.result("observe", phase="failed", failure={"code": code})
         assert sim.step().end == (s.OUTCOME_FAILED, code), code

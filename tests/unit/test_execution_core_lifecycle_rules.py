@@ -48,12 +48,7 @@ def test_queued_batch_whole_lifecycle_sends_each_step_once():
 
 def test_late_lower_observation_never_moves_the_attempt_backwards():
     sim = Sim()
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result("observe", phase="running", native_state="RUNNING")
     sim.wait(10)
     sim.step()
@@ -64,12 +59,7 @@ def test_late_lower_observation_never_moves_the_attempt_backwards():
 
 def test_unknown_observation_is_uncertain_not_a_failure():
     sim = Sim()
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result("observe", phase="unknown")
     d = sim.step()
     assert d.end is None and d.confidence == s.CONFIDENCE_UNCERTAIN

@@ -60,6 +60,11 @@ class _Loader:
     def add(self, line: int, col: int, path: Path, message: str) -> None:
         self.problems.append(Problem(self.source, line, col, dotted(path), message))
 
+    def refuse(self, mark, message: str) -> bool:
+        """Record a problem that stops reading at ``mark`` (0-based); False."""
+        self.add(mark.line + 1, mark.column + 1, (), message)
+        return False
+
     # -- pass 1: events only (iterative parser, so depth cannot blow the stack)
     def scan(self, text: str) -> bool:
         depth = 0
@@ -72,26 +77,19 @@ class _Loader:
                 if isinstance(ev, DocumentStartEvent):
                     documents += 1
                     if documents > 1:
-                        self.add(mark.line + 1, mark.column + 1, (), "only one YAML document is allowed")
-                        return False
+                        return self.refuse(mark, "only one YAML document is allowed")
                 elif isinstance(ev, (MappingStartEvent, SequenceStartEvent)):
                     depth += 1
                     if depth > self.limits.max_depth:
-                        self.add(
-                            mark.line + 1, mark.column + 1, (),
-                            f"nesting deeper than {self.limits.max_depth} levels is refused",
-                        )
-                        return False
+                        return self.refuse(
+                            mark, f"nesting deeper than {self.limits.max_depth} levels is refused")
                 elif isinstance(ev, (MappingEndEvent, SequenceEndEvent)):
                     depth -= 1
                 elif isinstance(ev, AliasEvent):
                     aliases += 1
                     if aliases > self.limits.max_aliases:
-                        self.add(
-                            mark.line + 1, mark.column + 1, (),
-                            f"more than {self.limits.max_aliases} aliases is refused",
-                        )
-                        return False
+                        return self.refuse(
+                            mark, f"more than {self.limits.max_aliases} aliases is refused")
                 tag = getattr(ev, "tag", None)
                 if (isinstance(ev, (ScalarEvent, MappingStartEvent, SequenceStartEvent)) and tag
                         and not str(tag).startswith(_CORE) and str(tag) != "!"):
