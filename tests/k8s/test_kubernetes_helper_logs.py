@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.k8s.lab import Driver, make_repository, objects_of, observe_until, payload
+from tests.k8s.lab import Driver, objects_of, observe_until, started
 
 pytestmark = pytest.mark.k8s
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -40,10 +40,7 @@ async def read(executor, drv: Driver, stage: str, **extra) -> dict:
 
 
 async def test_read_log_of_the_helpers_answers_their_text_after_their_pods_are_gone(executor):
-    url, commit, _ = make_repository()
-    drv = Driver(executor.site.site_id)
-    await executor.prepare(drv.command("prepare", payload(url, commit, ["/bin/sh", "-c", "echo hi"])))
-    await executor.start(drv.command("start"))
+    drv = await started(executor, ["/bin/sh", "-c", "echo hi"])
     final = await observe_until(executor, drv, TERMINAL)
     assert final.observation["phase"] == "succeeded", final.observation
     end = time.monotonic() + 60
@@ -63,10 +60,7 @@ async def test_read_log_of_the_helpers_answers_their_text_after_their_pods_are_g
 
 
 async def test_a_cancel_keeps_the_stage_in_log_of_the_pod_it_deletes(executor):
-    url, commit, _ = make_repository()
-    drv = Driver(executor.site.site_id)
-    await executor.prepare(drv.command("prepare", payload(url, commit, ["sleep", "300"])))
-    await executor.start(drv.command("start"))
+    drv = await started(executor, ["sleep", "300"])
     await observe_until(executor, drv, {"running"})
     cancelled = await executor.cancel(drv.command("cancel", {"reason": "member-request"}))
     assert cancelled.observation["phase"] == "cancelled"
