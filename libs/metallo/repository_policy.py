@@ -43,6 +43,31 @@ class RepositoryRefused(ValueError):
         self.message = message
 
 
+#: What a refused transport is told to use instead.
+ALLOWED_SCHEMES = ("repositories are https:// URLs of the platform's Git hosts (local paths "
+                   "and file:// only where the operator enables them)")
+
+
+def scheme_refusal(url: str) -> RepositoryRefused | None:
+    """The ``repository-scheme-not-allowed`` refusal of ``url`` when it names a transport
+    other than ``https://`` or ``file://`` (``http://``, ``ssh://``, ``git://``, the scp
+    form ``user@host:path``...), else None. A local path (no scheme) is not judged here.
+    Needs no operator settings, so every entry point can say it first."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("https", "file"):
+        return None
+    if scheme and "://" in url:
+        shown = f"{scheme}://"
+    elif not scheme and not url.startswith(("/", ".", "~")) and "@" in url.split(":", 1)[0] \
+            and ":" in url:
+        shown = "ssh (user@host:path)"
+    else:
+        return None
+    return RepositoryRefused("repository-scheme-not-allowed",
+                             f"{shown} is not allowed: {ALLOWED_SCHEMES}")
+
+
 def _host_key(host: str, port: int | None) -> str:
     host = host.lower().rstrip(".")
     return f"[{host}]:{port or 443}" if ":" in host else f"{host}:{port or 443}"
@@ -109,10 +134,11 @@ class RepositoryPolicy:
                 raise RepositoryRefused("repository-url-invalid",
                                         "file:// URLs name a local path (file:///path)")
             return self._local(unquote(parts.path), url)
+        refused = scheme_refusal(url)
+        if refused is not None:
+            raise refused
         if parts.scheme != "https":
-            raise RepositoryRefused("repository-scheme-not-allowed",
-                                    "repositories are https:// URLs (local paths and file:// "
-                                    "only where the operator enables them)")
+            raise RepositoryRefused("repository-scheme-not-allowed", ALLOWED_SCHEMES)
         if parts.username is not None or parts.password is not None:
             raise RepositoryRefused("repository-url-invalid",
                                     "credentials do not belong in repository URLs; the "

@@ -1,49 +1,26 @@
-"""Outbox → relay → broker → inbox on real PostgreSQL and RabbitMQ (issue 2, item 7)."""
+"""Outbox → relay → broker → inbox on real PostgreSQL and RabbitMQ: what is written
+with a transaction goes out, in aggregate order, and only when it commits."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import aio_pika
 import pytest
 from sqlalchemy import text
 
-from metallo.messaging import EventConsumer, Outbox, OutboxRelay
+from metallo.messaging import Outbox, OutboxRelay
 from metallo.persistence.engine import session_factory
 from metallo.testkit.v1 import testkit_pb2 as tk
-from tests.integration.ledger.proxy import TcpProxy
-from tests.integration.ledger.service import count_effects, effect_recorder, effect_rows
+from tests.integration.ledger.service import effect_recorder, effect_rows
+from tests.integration.outbox_support import (
+    count_effects_is,
+    states_are,
+    wait_for,
+    write_events,
+)
 
 pytestmark = pytest.mark.integration
-
-
-async def write_events(engine, topology, account: str, sequences, *, rollback: bool = False) -> None:
-    outbox = Outbox(topology)
-    async with session_factory(engine)() as session, session.begin():
-        for seq in sequences:
-            await outbox.publish_event(
-                session, tk.Deposited(account=account, amount=1, sequence=seq), aggregate_id=account
-            )
-        if rollback:
-            await session.rollback()
-
-
-async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
-        await asyncio.sleep(interval)
-
-
-async def dispatch_states(engine) -> dict[str, int]:
-    async with engine.connect() as conn:
-        rows = await conn.execute(text("SELECT state, count(*) FROM outbox_dispatch GROUP BY state"))
-        return {state: n for state, n in rows}
 
 
 async def test_only_committed_messages_are_published_in_aggregate_order(ledger_engine, amqp_url, topology):
@@ -66,14 +43,6 @@ async def test_only_committed_messages_are_published_in_aggregate_order(ledger_e
     finally:
         await relay.stop()
         await consumer.stop()
-
-
-async def states_are(engine, expected: dict[str, int]) -> bool:
-    return await dispatch_states(engine) == expected
-
-
-async def count_effects_is(engine, n: int) -> bool:
-    return await count_effects(engine) == n
 
 
 async def test_outbox_rows_live_and_die_with_the_transaction_and_its_savepoints(ledger_engine, topology):
@@ -175,117 +144,6 @@ async def test_unroutable_event_is_a_failure_and_stays_pending(ledger_engine, am
     assert row[3] is True  # backed off
 
 
-async def test_broker_outage_messages_wait_then_all_go_out(ledger_engine, amqp_url, topology):
-    consumer = effect_recorder("outage", ledger_engine, amqp_url, topology)
-    await consumer.start()
-    proxy = TcpProxy("127.0.0.1", 5672)
-    await proxy.start()
-    relay = OutboxRelay(
-        ledger_engine, amqp_url.replace("@127.0.0.1:5672/", f"@127.0.0.1:{proxy.port}/"),
-        topology, owner="t",
-        poll_seconds=0.1, publish_timeout=2.0,
-    )
-    await relay.start()
-    try:
-        await write_events(ledger_engine, topology, "x", [1, 2])
-        await wait_for(lambda: count_effects_is(ledger_engine, 2))
-        await proxy.cut()
-        await write_events(ledger_engine, topology, "x", range(3, 13))
-        await asyncio.sleep(1.5)
-        states = await dispatch_states(ledger_engine)
-        assert states.get("pending") == 10, states  # nothing lost, nothing hung
-        await proxy.restore()
-        await wait_for(lambda: count_effects_is(ledger_engine, 12), timeout=40)
-        assert [s for _a, s in await effect_rows(ledger_engine, "outage")] == list(range(1, 13))
-    finally:
-        await relay.stop()
-        await consumer.stop()
-        await proxy.cut()
-
-
-async def test_consumer_killed_after_effect_before_ack_has_one_effect(ledger_engine, amqp_url, topology, monkeypatch):
-    first = effect_recorder("crashy", ledger_engine, amqp_url, topology)
-    await first.start()
-    crashed = asyncio.Event()
-    real_ack = aio_pika.IncomingMessage.ack
-
-    async def crash_instead_of_ack(self, *a, **kw):
-        # The effect has committed; the process "dies" before acking.
-        if not crashed.is_set():
-            crashed.set()
-            await first._consumer.broker._connection.close()
-            return None
-        return await real_ack(self, *a, **kw)
-
-    monkeypatch.setattr(aio_pika.IncomingMessage, "ack", crash_instead_of_ack)
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t", poll_seconds=0.1)
-    await relay.start()
-    try:
-        await write_events(ledger_engine, topology, "k", [1])
-        await asyncio.wait_for(crashed.wait(), 20)
-        assert await count_effects(ledger_engine) == 1
-        second = effect_recorder("crashy", ledger_engine, amqp_url, topology)
-        await second.start()
-        # The redelivery reaches the second consumer and is absorbed by the inbox.
-        await wait_for(lambda: queue_empty(amqp_url, topology.event_queue("crashy")))
-        assert await effect_rows(ledger_engine, "crashy") == [("k", 1)]
-        await second.stop()
-    finally:
-        await relay.stop()
-
-
-async def queue_empty(amqp_url: str, name: str) -> bool:
-    conn = await aio_pika.connect(amqp_url)
-    async with conn:
-        ch = await conn.channel()
-        q = await ch.declare_queue(name, durable=True, passive=True)
-        return q.declaration_result.message_count == 0 and q.declaration_result.consumer_count >= 1
-
-
-async def test_two_relays_lose_nothing_and_inbox_absorbs_duplicates(ledger_engine, amqp_url, topology):
-    consumer = effect_recorder("pair", ledger_engine, amqp_url, topology)
-    await consumer.start()
-    relays = [
-        OutboxRelay(ledger_engine, amqp_url, topology, owner=f"r{i}", batch=7, poll_seconds=0.05) for i in range(2)
-    ]
-    for account in ("p", "q", "r"):
-        await write_events(ledger_engine, topology, account, range(1, 31))
-    for relay in relays:
-        await relay.start()
-    try:
-        await wait_for(lambda: count_effects_is(ledger_engine, 90), timeout=40)
-        rows = await effect_rows(ledger_engine, "pair")
-        for account in ("p", "q", "r"):
-            assert [s for a, s in rows if a == account] == list(range(1, 31))
-        await wait_for(lambda: states_are(ledger_engine, {"done": 90}))
-    finally:
-        for relay in relays:
-            await relay.stop()
-        await consumer.stop()
-
-
-async def test_same_message_id_with_other_bytes_is_dead_lettered(ledger_engine, amqp_url, topology):
-    consumer = effect_recorder("strict", ledger_engine, amqp_url, topology)
-    await consumer.start()
-    try:
-        conn = await aio_pika.connect(amqp_url)
-        async with conn:
-            ch = await conn.channel()
-            ex = await ch.get_exchange(topology.events_exchange)
-            from metallo.messaging.envelope import encode
-
-            mid = str(uuid.uuid4())
-            await ex.publish(encode(tk.Deposited(account="m", amount=1, sequence=1), message_id=mid), "testkit.Deposited.v1")
-            await wait_for(lambda: count_effects_is(ledger_engine, 1))
-            await ex.publish(encode(tk.Deposited(account="m", amount=9, sequence=2), message_id=mid), "testkit.Deposited.v1")
-            dlq = await ch.declare_queue(topology.event_queue("strict") + ".dlq", durable=True, passive=True)
-            got = await wait_for(lambda: dlq.get(fail=False, no_ack=True), timeout=10)
-            assert "other bytes" in got.headers["x-metallo-dead-reason"]
-        assert await count_effects(ledger_engine) == 1
-    finally:
-        await consumer.stop()
-
-
 async def test_notifications_queue_makes_unconsumed_events_routable(ledger_engine, amqp_url, topology):
     from metallo.messaging.notifications import declare_notifications_queue
 
@@ -304,177 +162,3 @@ async def test_notifications_queue_makes_unconsumed_events_routable(ledger_engin
         ch = await conn.channel()
         q = await ch.declare_queue(name, durable=True, passive=True)
         assert q.declaration_result.message_count == 10  # bounded: the oldest two were dropped
-
-
-async def test_batch_handlers_take_runs_in_arrival_order_and_each_event_once(ledger_engine, amqp_url, topology):
-    seen: list[tuple[str, int]] = []
-    calls: list[int] = []
-    consumer = EventConsumer("projection", ledger_engine, amqp_url, topology)
-
-    @consumer.on_batch(tk.Deposited)
-    async def project(session, events: list[tk.Deposited]) -> None:
-        calls.append(len(events))
-        seen.extend((e.account, e.sequence) for e in events)
-
-    with pytest.raises(ValueError, match="already has a handler"):
-        consumer.on(tk.Deposited)(project)
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t", poll_seconds=0.1)
-    await consumer.start()
-    await relay.start()
-    try:
-        for account in ("p", "q", "r"):
-            await write_events(ledger_engine, topology, account, range(20))
-
-        async def all_seen() -> bool:
-            return len(seen) >= 60
-
-        await wait_for(all_seen)
-        await asyncio.sleep(0.3)  # nothing more arrives: each event was applied once
-        assert len(seen) == 60 and len(set(seen)) == 60 and sum(calls) == 60
-        for account in ("p", "q", "r"):
-            assert [s for a, s in seen if a == account] == list(range(20))
-    finally:
-        await relay.stop()
-        await consumer.stop()
-
-
-async def _add_outbox_rows(conn, count: int, *, aggregates: int = 500) -> None:
-    await conn.execute(
-        text(
-            """
-WITH m AS (
-    INSERT INTO outbox_messages (message_id, aggregate_id, kind, exchange, routing_key, type, body)
-    SELECT gen_random_uuid(), 'acc' || (g % :aggregates), 'event', 'x', 'k', 't', '\\x00'::bytea
-    FROM generate_series(1, :count) g
-    RETURNING id, aggregate_id)
-INSERT INTO outbox_dispatch (message_pk, aggregate_id) SELECT id, aggregate_id FROM m
-"""
-        ),
-        {"count": count, "aggregates": aggregates},
-    )
-
-
-async def _claim_buffer_hits(conn) -> int:
-    """Shared buffers the relay's claim touches, by EXPLAIN (ANALYZE, BUFFERS); rolled back."""
-    from metallo.messaging.dispatch_rows import _CHAIN, _CLAIM
-
-    params = {"batch": 500, "chain": _CHAIN, "owner": "t", "token": uuid.uuid4(), "lease_seconds": 30}
-    async with conn.begin_nested() as savepoint:
-        plan = (await conn.execute(text("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + _CLAIM.text), params)).scalar_one()
-        await savepoint.rollback()
-    return plan[0]["Plan"]["Shared Hit Blocks"]
-
-
-async def test_claim_work_stays_linear_when_statistics_say_nothing_is_pending(ledger_engine):
-    # After a quiet spell, autovacuum's statistics say no row is pending; a burst
-    # then used to make the claim join the pending rows with themselves (seconds
-    # per claim at 5000 rows: the relay fell far behind its writers).
-    async with ledger_engine.connect() as conn:
-        await _add_outbox_rows(conn, 20_000)
-        await conn.execute(text("UPDATE outbox_dispatch SET state = 'done'"))
-        await conn.commit()
-    async with ledger_engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text("VACUUM ANALYZE outbox_dispatch"))
-    async with ledger_engine.connect() as conn:
-        await _add_outbox_rows(conn, 1000)
-        await conn.commit()
-        few = await _claim_buffer_hits(conn)
-        await _add_outbox_rows(conn, 3000)
-        await conn.commit()
-        many = await _claim_buffer_hits(conn)
-    # Linear: a few buffer visits per added pending row (it was thousands: 773,132
-    # buffer hits at 1000 pending rows, 11,294,725 at 4000, before the rewrite).
-    assert many - few < 20 * 3000, (few, many)
-
-
-async def test_published_rows_are_pruned_after_the_retention_and_others_kept(ledger_engine, amqp_url, topology):
-    async with ledger_engine.connect() as conn:
-        await _add_outbox_rows(conn, 40, aggregates=4)
-        # 10 published long ago, 10 published just now, 10 dead long ago, 10 pending
-        await conn.execute(text("""
-            UPDATE outbox_dispatch SET
-              state = CASE WHEN message_pk % 4 = 0 THEN 'done' WHEN message_pk % 4 = 1 THEN 'done'
-                           WHEN message_pk % 4 = 2 THEN 'dead' ELSE 'pending' END,
-              published_at = CASE WHEN message_pk % 4 = 1 THEN now() WHEN message_pk % 4 = 0 THEN now() - interval '8 days' END,
-              next_attempt_at = CASE WHEN message_pk % 4 = 2 THEN now() - interval '8 days' ELSE next_attempt_at END"""))
-        await conn.commit()
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, keep_published_seconds=7 * 86400)
-    assert await relay.prune(limit=4) == 4  # bounded batches
-    assert await relay.prune() == 6
-    assert await relay.prune() == 0
-    assert await dispatch_states(ledger_engine) == {"done": 10, "dead": 10, "pending": 10}
-    async with ledger_engine.connect() as conn:
-        messages = (await conn.execute(text("SELECT count(*) FROM outbox_messages"))).scalar_one()
-        orphans = (await conn.execute(text(
-            "SELECT count(*) FROM outbox_messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM outbox_dispatch d WHERE d.message_pk = m.id)"))).scalar_one()
-    assert (messages, orphans) == (30, 0)
-
-
-async def test_an_idle_relay_prunes_on_its_own(ledger_engine, amqp_url, topology):
-    async with ledger_engine.connect() as conn:
-        await _add_outbox_rows(conn, 20, aggregates=2)
-        await conn.execute(text("UPDATE outbox_dispatch SET state = 'done', published_at = now() - interval '2 hours'"))
-        await conn.commit()
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, keep_published_seconds=3600, poll_seconds=0.05)
-    await relay.start()
-    try:
-        await wait_for(lambda: _count_rows(ledger_engine, "outbox_messages", expect=0), timeout=10)
-    finally:
-        await relay.stop()
-    assert await dispatch_states(ledger_engine) == {}
-
-
-async def _count_rows(engine, table: str, *, expect: int) -> bool:
-    async with engine.connect() as conn:
-        return (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one() == expect
-
-
-async def leased_pending(engine) -> int:
-    async with engine.connect() as conn:
-        return (await conn.execute(text(
-            "SELECT count(*) FROM outbox_dispatch WHERE state = 'pending' "
-            "AND lease_token IS NOT NULL"))).scalar_one()
-
-
-async def test_a_deferred_batch_is_settled_by_the_next_claim_or_by_settle(
-    ledger_engine, amqp_url, topology
-):
-    """``run_once(defer_settle=True)`` leaves a batch confirmed whole leased and pending;
-    the next claim's transaction marks it ``done``, and so does :meth:`settle`."""
-    consumer = effect_recorder("settle", ledger_engine, amqp_url, topology)
-    await consumer.start()
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
-    try:
-        await write_events(ledger_engine, topology, "z", [1])
-        assert await relay.run_once(defer_settle=True) == 1
-        assert await leased_pending(ledger_engine) == 1  # published, not yet done
-        await write_events(ledger_engine, topology, "z", [2])  # same aggregate: next in line
-        assert await relay.run_once(defer_settle=True) == 1  # claimable: the first is done
-        assert await dispatch_states(ledger_engine) == {"done": 1, "pending": 1}
-        assert await relay.run_once(defer_settle=True) == 0  # nothing new, but it settles
-        assert await dispatch_states(ledger_engine) == {"done": 2}
-        await write_events(ledger_engine, topology, "z", [3])
-        assert await relay.run_once(defer_settle=True) == 1
-        await relay.settle()
-        assert await dispatch_states(ledger_engine) == {"done": 3}
-        await wait_for(lambda: count_effects_is(ledger_engine, 3))
-        assert [s for _, s in await effect_rows(ledger_engine, "settle")] == [1, 2, 3]
-    finally:
-        await relay.stop()
-        await consumer.stop()
-
-
-async def test_stop_settles_the_batch_that_waits(ledger_engine, amqp_url, topology):
-    consumer = effect_recorder("stopsettle", ledger_engine, amqp_url, topology)
-    await consumer.start()  # a bound queue: the events are routable
-    relay = OutboxRelay(ledger_engine, amqp_url, topology, owner="t")
-    try:
-        await write_events(ledger_engine, topology, "y", [1, 2])
-        assert await relay.run_once(defer_settle=True) == 2
-        assert await leased_pending(ledger_engine) == 2
-        await relay.stop()  # else they would go out again once their lease ended
-        assert await dispatch_states(ledger_engine) == {"done": 2}
-    finally:
-        await consumer.stop()

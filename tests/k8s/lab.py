@@ -253,3 +253,16 @@ async def observe_until(
             pass
         await asyncio.sleep(0.5)
     raise AssertionError(f"phase not in {phases} after {timeout}s: {last}")
+
+
+async def started(executor: KubernetesExecutor, command: Any, **resources: Any) -> Driver:
+    """A new Attempt of ``command`` on a fresh repository, prepared and started (both
+    succeeded); its driver."""
+    url, commit, _ = make_repository()
+    drv = Driver(executor.site.site_id)
+    prepared = await executor.prepare(
+        drv.command("prepare", payload(url, commit, command, **resources))
+    )
+    assert prepared.outcome == "succeeded", prepared
+    assert (await executor.start(drv.command("start"))).outcome == "succeeded"
+    return drv

@@ -16,6 +16,7 @@ from tests.k8s.lab import (
     payload,
     storage_quota_mib,
 )
+from tests.k8s.lab import started as _started
 
 pytestmark = pytest.mark.k8s
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -27,17 +28,6 @@ def nothing_left(attempt_id: str) -> None:
     assert left == {"Job": [], "Pod": [], "PersistentVolumeClaim": [], "Secret": []}, json.dumps(
         left
     )
-
-
-async def _started(executor, command, **resources):
-    url, commit, _ = make_repository()
-    drv = Driver(executor.site.site_id)
-    prepared = await executor.prepare(
-        drv.command("prepare", payload(url, commit, command, **resources))
-    )
-    assert prepared.outcome == "succeeded", prepared
-    assert (await executor.start(drv.command("start"))).outcome == "succeeded"
-    return drv
 
 
 async def _cancel(executor, drv):

@@ -3,6 +3,7 @@ list with more pages prints the whole command for the next one (docs/quickstart.
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -86,3 +87,27 @@ async def test_pipeline_list_prints_the_whole_next_command(amqp_url, topology):
     assert second.code == 0, second.stderr
     sent = [m for m in standin.received if isinstance(m, pc.ListPipelines)]
     assert (sent[1].state, sent[1].page.page_size, sent[1].page.page_token) == ("failed", 1, "t2")
+
+
+async def test_collection_list_pages_like_the_other_lists(amqp_url, topology):
+    def page(query: pc.ListCollections) -> pc.ListCollectionsReply:
+        if query.page.page_token:
+            return pc.ListCollectionsReply()
+        return pc.ListCollectionsReply(
+            collections=[pc.Collection(collection_id="c-1", pipeline_id="p-1", action="sweep",
+                                       state="running")],
+            page=common_pb2.PageInfo(next_page_token="c2"))
+
+    async with StandIn(amqp_url, topology, ("pipeline_coordination",),
+                       {"ListCollections": page}) as standin:
+        first = await cli("collection", "list", "--pipeline", "p-1", "--limit", "1")
+        second = await cli(*next_command(first.stdout))
+        document = await cli("collection", "list", "--pipeline", "p-1", "--output", "json")
+    assert "c-1" in first.stdout and "sweep" in first.stdout
+    assert second.code == 0, second.stderr
+    assert second.stdout.strip() == "no collections in Project demo on this page"
+    sent = [m for m in standin.received if isinstance(m, pc.ListCollections)]
+    assert (sent[1].pipeline_id, sent[1].page.page_size, sent[1].page.page_token) == ("p-1", 1, "c2")
+    shown = json.loads(document.stdout)
+    assert shown["next_page_token"] == "c2"
+    assert [c["collection_id"] for c in shown["collections"]] == ["c-1"]

@@ -10,7 +10,7 @@ from execution_core.domain import lifecycle as lc
 from execution_core.domain import reasons
 from execution_core.domain import states as s
 from execution_core.domain.planning import Plan, Wait, plan
-from tests.unit.test_execution_core_lifecycle_rules import T0, TIMING, Sim
+from tests.unit.execution_core_lifecycle_sim import T0, TIMING, Sim
 from tests.unit.test_execution_core_planning import K8S, SLURM, inp
 
 
@@ -42,12 +42,7 @@ def test_a_run_without_an_attempt_waits_for_one_while_the_site_drains():
 
 def test_a_retry_waits_while_the_site_drains_then_goes_on():
     sim = Sim(max_attempts=2, backoff=30)
-    sim.step()
-    sim.result("prepare")
-    sim.step()
-    sim.result("start")
-    sim.wait(10)
-    sim.step()
+    sim.run_until_observed()
     sim.result("observe", phase="failed", failure={"code": "exit-nonzero"})
     assert sim.step().phase == s.PHASE_RETRY_WAIT
     sim.run = replace(sim.run, site_draining=True)

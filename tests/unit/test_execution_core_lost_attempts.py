@@ -12,7 +12,7 @@ from execution_core.domain import lifecycle as lc
 from execution_core.domain import reasons
 from execution_core.domain import reconciliation as rec
 from execution_core.domain import states as s
-from tests.unit.test_execution_core_lifecycle_rules import T0, Sim
+from tests.unit.execution_core_lifecycle_sim import T0, Sim
 
 LOST = lc.Timing(
     observe_interval=10,

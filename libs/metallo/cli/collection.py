@@ -10,11 +10,11 @@ import typer
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
+from metallo.cli.listing import Listing, page_request, print_page
 from metallo.cli.render import (
     Output,
     as_dict,
     key_value_table,
-    next_page_command,
     out,
     print_json,
     print_list_table,
@@ -85,32 +85,27 @@ def list_collections(member: opt.Member = None, project: opt.Project = None,
                      limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
                      page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
     """List the Project's collections, newest Pipeline first."""
-    from metallo.common.v1 import common_pb2
-
     who, conn = actor(member, project), connection()
 
     async def body():
         async with Platform(conn) as p:
             return await p.request(pc.ListCollections(
                 metadata=query_metadata(who), pipeline_id=pipeline,
-                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+                page=page_request(limit, page_token)))
 
     reply = asyncio.run(body())
-    if output is Output.json:
-        print_json({"collections": [as_dict(c) for c in reply.collections],
-                    "next_page_token": reply.page.next_page_token})
-        return
-    from rich.table import Table
+    print_page(Listing("collections", f"Collections of {who.project}",
+                       ("collection", "pipeline", "step", "action", "state", "children"),
+                       f"no collections in Project {who.project}", "metallo collection list",
+                       {"--project": who.project, "--pipeline": pipeline, "--limit": limit}),
+               reply.collections, row=_collection_row, as_json=as_dict, page_token=page_token,
+               next_token=reply.page.next_page_token, output=output)
 
-    table = Table(title=f"Collections of {who.project}", title_justify="left")
-    for column in ("collection", "pipeline", "step", "action", "state", "children"):
-        table.add_column(column)
-    for c in reply.collections:
-        table.add_row(c.collection_id, c.pipeline_id, str(c.step_index), c.action, c.state, counts_text(c.counts))
-    print_list_table(table, empty=f"no collections in Project {who.project}" + (" on this page" if page_token else ""))
-    if reply.page.next_page_token:
-        out.print("more: " + next_page_command("metallo collection list", reply.page.next_page_token, {
-            "--project": who.project, "--pipeline": pipeline, "--limit": limit}), highlight=False)
+
+def _collection_row(c) -> tuple[str, ...]:
+    """A collection's row of ``metallo collection list``."""
+    return (c.collection_id, c.pipeline_id, str(c.step_index), c.action, c.state,
+            counts_text(c.counts))
 
 
 @app.command("cancel")

@@ -63,9 +63,10 @@ def up(executor: Annotated[str, typer.Option(
         if exc.usage:
             raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
                            code="invalid-argument") from None
-        raise CliError(str(exc), "fix the cause the message names (the component logs are in "
-                       "var/dev/logs; `metallo dev status` shows each component) and run "
-                       "`metallo dev up` again", Exit.FAILED, code="stack-failed") from None
+        raise CliError(str(exc), exc.hint or (
+            "fix the cause the message names (the component logs are in var/dev/logs; "
+            "`metallo dev status` shows each component) and run `metallo dev up` again"),
+            Exit.FAILED, code=exc.code or "stack-failed") from None
     if output is Output.json:
         print_json(state)
     elif not foreground:
@@ -250,7 +251,12 @@ def clone(repository: Annotated[str, typer.Argument(
     from metallo.devstack.control import status as stack_status
     from metallo.devstack.gitrepo import PublishError, valid_name
     from metallo.devstack.gitrepo import clone as clone_repository
+    from metallo.repository_policy import scheme_refusal
 
+    refused = scheme_refusal(repository)
+    if refused is not None:
+        raise CliError(f"{repository}: {refused.message}", "pass NAME or the https:// URL "
+                       "`metallo dev publish` printed", Exit.USAGE, code=refused.code)
     state = stack_status()
     if state is None:
         raise CliError("the dev stack is not running", "start it with `metallo dev up`",

@@ -11,6 +11,7 @@ import typer
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit, error_document, rejection_exit, rejection_hint
+from metallo.cli.listing import Listing, page_request, print_page
 from metallo.cli.pipeline_graph import counts_text, graph_tree
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import (
@@ -18,7 +19,6 @@ from metallo.cli.render import (
     as_dict,
     err,
     key_value_table,
-    next_page_command,
     out,
     print_error,
     print_json,
@@ -145,8 +145,7 @@ def print_pipeline(p) -> None:
     failed = next((s for s in p.steps if s.index == p.failed_step), None)
     if failed is not None and failed.run_id:
         err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
-                  f"({failed.action}) failed; `metallo run logs {failed.run_id}` shows its log",
-                  markup=False)
+                  f"({failed.action}) failed and which of its logs to read", markup=False)
 
 
 def step_collection_text(s) -> str:
@@ -321,31 +320,23 @@ def list_pipelines(member: opt.Member = None, project: opt.Project = None,
                    page_token: Annotated[str, typer.Option(help="from the previous page")] = "") -> None:
     """List the Project's Pipelines, newest first."""
     pc = contract()
-    from metallo.common.v1 import common_pb2
-
     who, conn = actor(member, project), connection()
 
     async def body():
         async with Platform(conn) as p:
             return await p.request(pc.ListPipelines(
-                metadata=query_metadata(who), state=state,
-                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+                metadata=query_metadata(who), state=state, page=page_request(limit, page_token)))
 
     reply = asyncio.run(body())
-    if output is Output.json:
-        print_json({"pipelines": [as_dict(p) for p in reply.pipelines],
-                    "next_page_token": reply.page.next_page_token})
-        return
-    from rich.table import Table
+    print_page(Listing("pipelines", f"Pipelines of {who.project}",
+                       ("pipeline", "repository", "branch", "state", "reason", "steps", "created"),
+                       f"no Pipelines in Project {who.project}", "metallo pipeline list",
+                       {"--project": who.project, "--state": state, "--limit": limit}),
+               reply.pipelines, row=_pipeline_row, as_json=as_dict, page_token=page_token,
+               next_token=reply.page.next_page_token, output=output)
 
-    table = Table(title=f"Pipelines of {who.project}", title_justify="left")
-    for column in ("pipeline", "repository", "branch", "state", "reason", "steps", "created"):
-        table.add_column(column)
-    for p in reply.pipelines:
-        table.add_row(p.pipeline_id, repository_text(p.repository_url), p.branch, p.state,
-                      p.reason_code, ", ".join(f"{s.action}:{s.state}" for s in p.steps),
-                      timestamp(p.created_at))
-    print_list_table(table, empty=f"no Pipelines in Project {who.project}" + (" on this page" if page_token else ""))
-    if reply.page.next_page_token:
-        out.print("more: " + next_page_command("metallo pipeline list", reply.page.next_page_token, {
-            "--project": who.project, "--state": state, "--limit": limit}), highlight=False)
+
+def _pipeline_row(p) -> tuple[str, ...]:
+    """A Pipeline's row of ``metallo pipeline list``."""
+    return (p.pipeline_id, repository_text(p.repository_url), p.branch, p.state, p.reason_code,
+            ", ".join(f"{s.action}:{s.state}" for s in p.steps), timestamp(p.created_at))

@@ -11,12 +11,15 @@ from urllib.parse import unquote, urlsplit
 
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.render import err
+from metallo.repository_policy import scheme_refusal
 
 MAX_URL = 2048
 
 
 def repository_url(repo: str) -> str:
-    """Normalise REPO; CliError (exit 2) for an empty, overlong or unsupported value."""
+    """Normalise REPO; CliError (exit 2) for an empty, overlong or unsupported value (a
+    transport other than https:// or file:// is ``repository-scheme-not-allowed``, as the
+    platform would say; docs/actions.md)."""
     if not repo or len(repo) > MAX_URL:
         raise CliError("REPO is empty or longer than 2048 characters",
                        "pass a repository path or an https:// or file:// URL", Exit.USAGE)
@@ -27,9 +30,10 @@ def repository_url(repo: str) -> str:
     if scheme == "file":
         check_local_repository(Path(unquote(parts.path)), repo)
         return repo
-    if scheme in ("http", "ssh", "git"):
-        raise CliError(f"{scheme}:// repositories are not supported",
-                       "use an https:// URL (or a local path in development)", Exit.USAGE)
+    refused = scheme_refusal(repo)
+    if refused is not None:
+        raise CliError(f"{repo}: {refused.message}", "use the repository's https:// URL (or, in "
+                       "development, its local path)", Exit.USAGE, code=refused.code)
     path = Path(repo).expanduser()
     check_local_repository(path, repo)
     return str(path.resolve())

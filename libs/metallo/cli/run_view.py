@@ -106,9 +106,51 @@ def print_run(run: ec.Run) -> None:
                           exit_text.strip(), a.reason_code)
         print_list_table(table)
     if run.outcome == "failed" and len(run.attempts):
-        stage = run.attempts[-1].exit.failure_stage or "compute"
-        err.print(f"next: `metallo run logs {run.run_id} --stage {stage}` shows what it wrote",
-                  markup=False)
+        err.print(f"next: {failure_hint(run)}", markup=False, highlight=False)
     elif run.outcome == "lost":
         err.print("next: the Site no longer knew its Attempt, so nothing says whether the work "
                   "ran; check at the Site before launching it again", markup=False)
+
+
+#: The command a refused Attempt's last phase before the end was waiting for.
+_REFUSED_COMMAND = {"preparing": "prepare", "starting": "start"}
+
+
+def _refused_command(run: ec.Run) -> str:
+    """``prepare`` or ``start``: the Site command the Run waited for when it ended
+    (its history's last phase before ``terminal``); "" when the history does not say."""
+    phases = [t.phase for t in run.history if t.phase and t.phase != "terminal"]
+    return _REFUSED_COMMAND.get(phases[-1], "") if phases else ""
+
+
+def _logged_stage(attempt: ec.Attempt) -> str:
+    """The stage whose log says why ``attempt`` failed: its failure stage, else compute
+    when it has native work, else "" (nothing ran at the Site, so there is no log)."""
+    if attempt.exit.failure_stage:
+        return attempt.exit.failure_stage
+    stages = [j.stage for j in attempt.native_jobs if j.stage]
+    if not stages and not len(attempt.native_jobs):
+        return ""
+    return "compute" if "compute" in stages or not stages else stages[-1]
+
+
+def failure_hint(run: ec.Run) -> str:
+    """The next step after a failed Run, fitting how its last Attempt ended: a refusal
+    says what the Site refused and why (code and member-facing message) and that there
+    is no log; native work that failed points at the log of the stage that failed."""
+    attempt = run.attempts[-1]
+    code = attempt.reason_code or run.reason_code
+    reason = ": ".join(t for t in (code, run.reason_message) if t) or "no reason given"
+    if attempt.state == "refused":
+        command = _refused_command(run)
+        refused = f"the Site refused Attempt {attempt.number}" + (
+            f" at {command}" if command else "")
+        return (f"{refused} ({reason}), so nothing ran there and it has no logs; fix what the "
+                f"message names (docs/runs.md explains the code), then `metallo run rerun "
+                f"{run.run_id}`")
+    stage = _logged_stage(attempt)
+    if not stage:
+        return (f"Attempt {attempt.number} failed before any native work started ({reason}), "
+                f"so it has no logs; fix what the message names, then `metallo run rerun "
+                f"{run.run_id}`")
+    return f"`metallo run logs {run.run_id} --stage {stage}` shows what it wrote ({reason})"

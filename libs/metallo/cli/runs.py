@@ -10,14 +10,13 @@ import typer
 
 from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
+from metallo.cli.listing import Listing, page_request, print_page
 from metallo.cli.render import (
     Output,
     as_dict,
     err,
-    next_page_command,
     out,
     print_json,
-    print_list_table,
     timestamp,
 )
 from metallo.cli.run_view import (
@@ -70,36 +69,31 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
         raise CliError(f"--outcome {outcome!r} is not one of {', '.join(OUTCOMES)}",
                        "pass one of those", Exit.USAGE)
     who, conn = actor(member, project), connection()
-    from metallo.common.v1 import common_pb2
 
     async def body():
         async with Platform(conn) as p:
             return await p.request(ec.ListRuns(
                 metadata=query_metadata(who), active_only=active, outcome=outcome or "",
-                page=common_pb2.PageRequest(page_size=limit, page_token=page_token)))
+                page=page_request(limit, page_token)))
 
     reply = _run(body())
-    if output is Output.json:
-        print_json({"runs": [run_summary(r) for r in reply.runs],
-                    "next_page_token": reply.page.next_page_token})
-        return
-    from rich.table import Table
-
-    table = Table(title=f"Runs of {who.project}", title_justify="left")
-    for column in ("run", "action", "site", "phase", "native", "waiting", "outcome", "accepted"):
-        table.add_column(column)
-    for r in reply.runs:
-        waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
-        table.add_row(r.run_id, r.action, r.site_id, r.phase,
-                      f"{r.native_stage} {r.native_state}".strip() if r.native_state else "",
-                      waits, r.outcome or "", timestamp(r.accepted_at))
     which = "active Runs" if active else (f"{outcome} Runs" if outcome else "Runs")
-    print_list_table(table, empty=f"no {which} in Project {who.project}"
-                     + (" on this page" if page_token else ""))
-    if reply.page.next_page_token:
-        out.print("more: " + next_page_command("metallo run list", reply.page.next_page_token, {
-            "--project": who.project, "--active": active, "--outcome": outcome,
-            "--limit": limit}), highlight=False)
+    print_page(Listing("runs", f"Runs of {who.project}",
+                       ("run", "action", "site", "phase", "native", "waiting", "outcome",
+                        "accepted"),
+                       f"no {which} in Project {who.project}", "metallo run list",
+                       {"--project": who.project, "--active": active, "--outcome": outcome,
+                        "--limit": limit}),
+               reply.runs, row=_run_row, as_json=run_summary, page_token=page_token,
+               next_token=reply.page.next_page_token, output=output)
+
+
+def _run_row(r: ec.Run) -> tuple[str, ...]:
+    """A Run's row of ``metallo run list``."""
+    waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
+    return (r.run_id, r.action, r.site_id, r.phase,
+            f"{r.native_stage} {r.native_state}".strip() if r.native_state else "",
+            waits, r.outcome or "", timestamp(r.accepted_at))
 
 
 @app.command("wait")

@@ -138,10 +138,19 @@ def common_env(layout: Layout, options: Options) -> dict[str, str]:
     }
 
 
-def issuer_key(options: Options) -> Path | None:
-    """The Slurm lab's RS256 key (slurmctld trusts its JWKS) when the executor is slurm."""
-    key = SLURM_LAB_STATE / "issuer" / "private.pem"
-    return key if options.executor == "slurm" and key.is_file() else None
+def slurm_lab_issuer_key() -> Path:
+    """The Slurm lab's RS256 key: slurmctld trusts only its JWKS."""
+    return SLURM_LAB_STATE / "issuer" / "private.pem"
+
+
+def issuer_key(layout: Layout) -> Path:
+    """The one key the dev stack's lab issuer signs with, whatever the executor: the
+    Slurm lab's when the machine has it (member tokens for Slurm must verify there),
+    else the stack's own ``issuer/private.pem`` (made by ``prepare.ensure_issuer_key``).
+    Never chosen by executor: a login from before ``dev down`` must verify after a
+    ``dev up`` with another executor."""
+    lab = slurm_lab_issuer_key()
+    return lab if lab.is_file() else layout.issuer / "private.pem"
 
 
 def _queries_queue(owner: str) -> str:
@@ -171,7 +180,7 @@ def plan(layout: Layout, options: Options) -> tuple[list[Component], list[str]]:
             "METALLO_LAB_ISSUER_DIR": str(layout.issuer),
             "METALLO_LAB_ISSUER_URL": options.issuer_url,
             "METALLO_LAB_ACCOUNTS_FILE": str(layout.secrets / LAB_ACCOUNTS_FILE),
-            **({"METALLO_LAB_ISSUER_KEY": str(issuer_key(options))} if issuer_key(options) else {}),
+            "METALLO_LAB_ISSUER_KEY": str(issuer_key(layout)),
         }, ready=f"https:{options.edge_url}/healthz")
     workload_portfolio = Component(
         "workload_portfolio", "workload_portfolio", ["serve"], {

@@ -28,11 +28,15 @@ DOWN_TIMEOUT_SECONDS = 90.0
 class StackError(Exception):
     """``dev up``/``down`` failed; the message says what to do next. ``usage`` is True
     when the request itself was wrong (unknown executor, another executor already
-    running): nothing was changed."""
+    running): nothing was changed. ``hint`` and ``code``, when given, are the next step
+    and the stable code to report instead of the generic ones."""
 
-    def __init__(self, message: str, *, usage: bool = False) -> None:
+    def __init__(self, message: str, *, usage: bool = False, hint: str | None = None,
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.usage = usage
+        self.hint = hint
+        self.code = code
 
 
 def read_state(layout: Layout) -> dict | None:
@@ -132,7 +136,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
     try:
         prepared = asyncio.run(prepare(layout, options, say=say, fresh=fresh))
     except PrepareError as exc:
-        raise StackError(str(exc)) from None
+        raise StackError(str(exc), hint=exc.hint, code=exc.code) from None
     # After prepare: the components' settings name the RabbitMQ users it made.
     components, missing = plan(layout, options)
     for name in missing:

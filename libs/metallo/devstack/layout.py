@@ -53,7 +53,8 @@ class Layout:
 
     @property
     def issuer(self) -> Path:
-        """The lab token issuer's key (``private.pem``) and ``jwks.json``."""
+        """Mode 0700: the lab token issuer's key (``private.pem``, 0600) and ``jwks.json``,
+        kept across ``dev down``/``dev up`` (``--fresh`` replaces them)."""
         return self.root / "issuer"
 
     @property
@@ -62,11 +63,12 @@ class Layout:
         return self.root / "runtime"
 
     def make(self) -> None:
-        """Create the directories (secrets with mode 0700)."""
-        for path in (self.root, self.logs, self.certs, self.git_root, self.issuer, self.runtime):
+        """Create the directories (secrets and the issuer's with mode 0700)."""
+        for path in (self.root, self.logs, self.certs, self.git_root, self.runtime):
             path.mkdir(parents=True, exist_ok=True)
-        self.secrets.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.secrets, 0o700)
+        for private in (self.secrets, self.issuer):
+            private.mkdir(parents=True, exist_ok=True)
+            os.chmod(private, 0o700)
 
 
 def write_secret(path: Path, text: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -20,6 +21,7 @@ from metallo.devstack.components import (
     LAB_PASSWORDS_FILE,
     SERVICES,
     Options,
+    issuer_key,
     runnable,
 )
 from metallo.devstack.layout import REPO_ROOT, Layout, write_secret
@@ -27,7 +29,38 @@ from metallo.devstack.rabbitmq import GO_API, BrokerUsersError, broker_url, ensu
 
 
 class PrepareError(Exception):
-    """A precondition failed; the message says what to do."""
+    """A precondition failed; the message says what to do. ``hint`` and ``code``, when
+    given, replace the CLI's generic next step and ``stack-failed`` code."""
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+
+
+#: The next step when a dev database does not match this checkout's migrations.
+FRESH_HINT = ("run `metallo dev up --fresh`: it drops and recreates the dev databases "
+              "(their Runs and Pipelines are lost)")
+
+
+def migration_mismatch(service: str, url: str, exc: Exception) -> PrepareError:
+    """The plain refusal for a dev database this checkout cannot migrate: its Alembic
+    revision is unknown here (``CommandError``), or a migration's SQL fails on what is
+    already there (a table another checkout created: "relation ... already exists").
+    Both mean another checkout (or branch) migrated the shared dev databases."""
+    from alembic.util.exc import CommandError
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if isinstance(exc, CommandError):
+        detail = (f"it is at an Alembic revision this checkout does not have ({exc})")
+    else:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        first = first.split(") ", 1)[-1] if first.startswith("(") else first
+        detail = f"this checkout's migrations fail on what is already there ({first})"
+    return PrepareError(
+        f"the dev database {database} ({service}) was migrated by another checkout or "
+        f"branch: {detail}", hint=FRESH_HINT, code="dev-database-mismatch")
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -65,10 +98,15 @@ SERVICE_DATABASES = ("site_coordination", "workload_portfolio", "execution_core"
 async def migrate_all(say=print) -> list[str]:
     """Migrate the database of every service present in this checkout; their names.
 
+    Raises PrepareError (``dev-database-mismatch``, hinting ``dev up --fresh``) when a
+    database was migrated by another checkout (:func:`migration_mismatch`).
     Autovacuum is checked on each database, but a warning is said once through ``say``
     for all of them (not once per service); the services the stack then starts are told
     not to repeat it (``components.common_env``).
     """
+    from alembic.util.exc import CommandError
+    from sqlalchemy.exc import ProgrammingError
+
     from metallo.persistence.engine import database_url
     from metallo.persistence.migrations import autovacuum_is_on, autovacuum_warning, migrate
 
@@ -78,7 +116,10 @@ async def migrate_all(say=print) -> list[str]:
         if not (migrations / "env.py").exists() or not runnable(service):
             continue
         url = database_url(service)
-        await migrate(url, migrations, check_autovacuum=False)
+        try:
+            await migrate(url, migrations, check_autovacuum=False)
+        except (CommandError, ProgrammingError) as exc:
+            raise migration_mismatch(service, url, exc) from None
         done.append(service)
         if not await autovacuum_is_on(url):
             without_autovacuum.append(url)
@@ -96,6 +137,30 @@ def ensure_certificates(layout: Layout) -> Path:
             and (layout.certs / "server-key.pem").exists()):
         make_dev_certificates(layout.certs)
     return ca
+
+
+def ensure_issuer_key(layout: Layout, fresh: bool = False) -> Path:
+    """The key the lab issuer signs member and login tokens with
+    (:func:`components.issuer_key`); returns its path.
+
+    The stack's own key is made once (``private.pem`` 0600 in the 0700 issuer
+    directory) and kept across ``dev down``/``dev up``, so a ``metallo dev login`` from
+    before still verifies; ``fresh`` replaces it (the old logins are then refused). The
+    Slurm lab's key is the lab's: it is used as it is and never replaced here.
+    """
+    from metallo.identity.issuer import generate_key
+
+    key = issuer_key(layout)
+    if key.parent != layout.issuer:
+        return key
+    if fresh:
+        for name in ("private.pem", "jwks.json"):
+            (layout.issuer / name).unlink(missing_ok=True)
+    if not key.is_file():
+        generate_key(layout.issuer)
+    os.chmod(layout.issuer, 0o700)
+    os.chmod(key, 0o600)
+    return key
 
 
 def ensure_git_credentials(layout: Layout, options: Options) -> None:
@@ -184,6 +249,9 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     ca = await asyncio.to_thread(ensure_certificates, layout)
     say(f"development CA: {ca}")
     ensure_git_credentials(layout, options)
+    key = ensure_issuer_key(layout, fresh=fresh)
+    say(f"lab issuer key: {key}" + (" (new: log in again with `metallo dev login`)"
+                                    if fresh and key.parent == layout.issuer else ""))
     say(f"lab issuer logins: {', '.join(await asyncio.to_thread(ensure_lab_accounts, layout))}")
     if options.kubernetes:
         # The Kubernetes lab runs Pods as member users: they read the CA (public) here.

@@ -19,6 +19,9 @@ from typing import Any
 from site_runtime.domain.kubernetes_names import is_dns_label
 from site_runtime.domain.local_batch import InvalidMaterial, LocalJob, parse_job
 
+#: The member-facing message of ``unsupported-kubernetes-inputs``.
+KUBERNETES_INPUTS = "extra repository inputs are not checked out on Kubernetes Sites yet"
+
 #: Definite refusals of ``prepare`` (outcome ``refused``; nothing native exists).
 REFUSALS = {
     "invalid-material": "the prepare payload or its spec cannot be run as written",
@@ -154,7 +157,7 @@ def parse_kubernetes_job(payload: Mapping[str, Any], site: KubernetesSite) -> Ku
         job = parse_job(dict(payload))
     except InvalidMaterial as refusal:
         if refusal.code == "unsupported-local-inputs":
-            raise InvalidMaterial("unsupported-kubernetes-inputs", str(refusal)) from None
+            raise InvalidMaterial("unsupported-kubernetes-inputs", KUBERNETES_INPUTS) from None
         raise
     if site.max_wall_seconds is not None and job.wall_time_seconds > site.max_wall_seconds:
         raise InvalidMaterial(

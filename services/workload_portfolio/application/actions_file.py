@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from metallo.governance.faithful_yaml import (
     load_document,
     schema_problems,
 )
-from metallo.repository_policy import RepositoryPolicy, RepositoryRefused
+from metallo.repository_policy import RepositoryPolicy, RepositoryRefused, scheme_refusal
 from workload_portfolio.application.collection_rules import collection_problems
 from workload_portfolio.domain.action_graph import graph_problems
 from workload_portfolio.domain.action_types import action_type
@@ -138,9 +139,14 @@ def _graph_problems(doc: Document, actions: dict) -> list[Problem]:
 
 
 def _retitle(problems: list[Problem], data: Any) -> list[Problem]:
-    """Make "… should not be valid under {}" say which action type refuses the field."""
+    """Make "… should not be valid under {}" say which action type refuses the field, and
+    an input URL's pattern mismatch say the repository policy's refusal and code (e.g.
+    ``repository-scheme-not-allowed`` for ``http://``) when its transport is the cause."""
     out = []
     for p in problems:
+        refused = _input_url_refusal(p.field, data)
+        if refused is not None:
+            p = Problem(p.file, p.line, p.column, p.field, f"{refused.message} ({refused.code})")
         if p.message.endswith("should not be valid under {}"):
             parts = p.field.split(".")
             kind = ""
@@ -151,6 +157,22 @@ def _retitle(problems: list[Problem], data: Any) -> list[Problem]:
                         f"'{parts[-1]}' is not allowed for type {kind}" if kind else "not allowed here")
         out.append(p)
     return out
+
+
+def _input_url_refusal(field: str, data: Any) -> RepositoryRefused | None:
+    """The scheme refusal of the input URL at ``field`` (``actions.A.inputs[I].url``)."""
+    match = _INPUT_URL.fullmatch(field)
+    if match is None:
+        return None
+    action = data["actions"].get(match["action"], {})
+    inputs = action.get("inputs") if isinstance(action, dict) else None
+    index = int(match["index"])
+    url = inputs[index].get("url") if isinstance(inputs, list) and index < len(inputs) \
+        and isinstance(inputs[index], dict) else None
+    return scheme_refusal(url) if isinstance(url, str) else None
+
+
+_INPUT_URL = re.compile(r"actions\.(?P<action>[^.]+)\.inputs\[(?P<index>\d+)\]\.url")
 
 
 def _action_problems(doc: Document, name: str, a: dict, environment: EnvironmentPolicy,
@@ -196,7 +218,9 @@ def _action_problems(doc: Document, name: str, a: dict, environment: Environment
             out.append(doc.problem(at_path + ("branch",), why))
         if isinstance(inp.get("path"), str) and (why := relative_path_problem(inp["path"])):
             out.append(doc.problem(at_path + ("path",), why))
-        if repositories is not None and isinstance(inp.get("url"), str):
+        # A refused transport is already said at this line (_retitle).
+        if repositories is not None and isinstance(inp.get("url"), str) \
+                and scheme_refusal(inp["url"]) is None:
             try:
                 repositories.check(inp["url"])
             except RepositoryRefused as refused:

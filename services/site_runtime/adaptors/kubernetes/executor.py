@@ -91,6 +91,7 @@ class KubernetesExecutor:
         self.objects = NativeObjects(api, journal, fault=fault)
         self.stages = StageDriver(self.site, journal, api, self.objects, grants, self._end)
         self.logs = PodLogReads(api, journal)
+        self.objects.before_delete = self.logs.keep  # a helper's log outlives its Pod
         self.cleanup = Cleanup(journal, self.objects, self.stages, self.site.site_id)
         self.native_ends = NativeEndNotices(on_native_end, timeout_seconds=5.0)
         self.snapshots = Snapshots(api, self.site.site_id)

@@ -62,6 +62,13 @@ CREATE TABLE IF NOT EXISTS objects (
     ended INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (attempt_id, role)
 );
+CREATE TABLE IF NOT EXISTS helper_logs (
+    attempt_id TEXT NOT NULL REFERENCES attempts(attempt_id),
+    stage TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (attempt_id, stage)
+);
 """
 ACTIVE = ("prepared", "stage-in", "compute", "stage-out")
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -204,6 +211,24 @@ class KubernetesJournal(GroupCommitJournal):
             " AND (o.state != 'deleted' OR (o.grant_id IS NOT NULL AND o.grant_released = 0))"
         )
         return [r["attempt_id"] for r in rows]
+
+    # ------------------------------------------------------------ helper logs
+    def keep_log(self, attempt_id: str, stage: str, start: int, data: bytes) -> None:
+        """Keep a helper Pod's log before the Pod is deleted: ``data`` is the log from
+        byte ``start`` on (its tail when it was longer than what is kept); the first
+        one kept stays."""
+        self._write(
+            "INSERT OR IGNORE INTO helper_logs (attempt_id, stage, start, data) VALUES (?, ?, ?, ?)",
+            (attempt_id, stage, start, data),
+        )
+
+    def kept_log(self, attempt_id: str, stage: str) -> tuple[int, bytes] | None:
+        """``(start, data)`` of the helper log kept for ``stage``, or None."""
+        row = self._conn.execute(
+            "SELECT start, data FROM helper_logs WHERE attempt_id = ? AND stage = ?",
+            (attempt_id, stage),
+        ).fetchone()
+        return (int(row["start"]), bytes(row["data"])) if row else None
 
     # ------------------------------------------------------------ objects
     def object(self, attempt_id: str, role: str) -> ObjectRow | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from site_runtime.adaptors.kubernetes.api import KubeApi, KubeError
@@ -76,12 +76,16 @@ class NativeObjects:
         fault: Callable[[str], None] | None = None,
     ) -> None:
         """``fault(step)`` is called at each step (``intent:<role>``, ``created:<role>``,
-        ``deleted:<role>``): the recovery tests stop the process there (kill -9)."""
+        ``deleted:<role>``): the recovery tests stop the process there (kill -9).
+        ``before_delete(row, object)``, when set, runs before a created object's delete
+        is sent (the executor keeps a helper Pod's log there); what it raises stops the
+        delete, which is tried again later."""
         self._fault = fault or (lambda step: None)
         self.api = api
         self.journal = journal
         self.confirm_seconds = confirm_seconds
         self.poll_seconds = poll_seconds
+        self.before_delete: Callable[[AttemptRow, ObjectRow], Awaitable[None]] | None = None
 
     async def ensure(
         self,
@@ -172,6 +176,8 @@ class NativeObjects:
             return
         current = self.journal.object(row.attempt_id, role)
         assert current is not None and current.uid is not None
+        if self.before_delete is not None:
+            await self.before_delete(row, current)
         kind, name, uid = current.kind, current.name, current.uid
         self.journal.deleting(row.attempt_id, role)
         try:
