@@ -1,10 +1,11 @@
 """When an array task's repository grant is renewed (``domain/grant_renewal.py``):
-pure rules, the clock handed in."""
+pure rules, the clock handed in; and the Site setting of the margin."""
 
 from __future__ import annotations
 
 import pytest
 
+from site_runtime.adaptors.slurm.settings import SettingsError, SlurmSettings
 from site_runtime.domain.grant_renewal import (
     DEFAULT_RENEW_SECONDS,
     expiry_epoch,
@@ -92,3 +93,17 @@ def test_a_malformed_material_file_is_refused(data):
 def test_a_file_without_a_grant_is_never_given_one():
     with pytest.raises(ValueError):
         renewed_material({"METALLO_ATTEMPT_ID": "a-1"}, "u", "prt_x")
+
+
+def test_the_renewal_margin_is_a_site_setting_with_a_half_hour_default():
+    required = {
+        "SLURM_JWT_ISSUER": "https://issuer",
+        "SLURM_JWT_AUTHORIZED_PARTY": "metallo",
+        "SLURM_JWKS_URL": "file:/jwks.json",
+        "RUNTIME_STATE_DIRECTORY": "/tmp/state",
+    }
+    assert SlurmSettings.from_env(required).array_grant_renew_seconds == DEFAULT_RENEW_SECONDS
+    custom = SlurmSettings.from_env({**required, "SLURM_ARRAY_GRANT_RENEW_SECONDS": "600"})
+    assert custom.array_grant_renew_seconds == 600
+    with pytest.raises(SettingsError, match="SLURM_ARRAY_GRANT_RENEW_SECONDS"):
+        SlurmSettings.from_env({**required, "SLURM_ARRAY_GRANT_RENEW_SECONDS": "0"})
