@@ -8,8 +8,9 @@ its own — and reconciles both with the saved facts
 evidence immutable, a contradiction stops the Attempt with an explicit outcome
 instead of deferring); it cancels held duplicates, renews the grants of an array
 child's tasks that have not started yet (:mod:`~.array_grant_renewal`), releases the
-grants of an ended staging job, and asks the domain (:mod:`site_runtime.domain.slurm_chain`) whether the chain
-ended and which stage is submitted next. The first ``running`` observation is
+grants of an ended staging job, and asks the domain
+(:mod:`site_runtime.domain.slurm_chain`) whether the chain ended and which stage is
+submitted next. The first ``running`` observation is
 saved before it is returned; a chain never goes back to ``queued``.
 
 Once the chain has ended its terminal observation is saved (immutable evidence:
@@ -142,7 +143,7 @@ class ChainProgress:
         if stopped is not None:
             self._save_outcome(att, stages, stopped)
             return await self.finish(command, views.attempt(self.journal, att.attempt_id))
-        if self.renewal is not None:
+        if self.renewal is not None and att.record.get("array"):
             refused = await self.renewal.renew(att, stages, credential)
             if refused is not None:
                 self._save_outcome(att, self.journal.stages(att.attempt_id), refused)
