@@ -1,23 +1,20 @@
 """The slurm executor: one ``queued-batch`` Attempt as three dependent Slurm jobs
 (docs/site-runtime.md, Slurm executor; docs/slurm-lab.md).
 
-``stage-in`` → ``compute`` → ``stage-out``, each joined to the stage before by
-``afterok``. A stage is submitted when the stage before has completed (so a
-restart after a completed stage-in resumes with compute without cloning again,
-and each staging job gets a just-in-time repository grant).
+``stage-in`` → ``compute`` → ``stage-out``, each joined to the stage before by ``afterok``.
+A stage is submitted when the stage before has completed (a restart after a completed
+stage-in resumes with compute; each staging job gets a just-in-time repository grant).
 
-Jobs are submitted *held* and released only once their id is saved, so a
-submission whose answer was lost is settled by an exact-identity lookup
-(:mod:`site_runtime.domain.slurm_settling`).
+Jobs are submitted *held* and released only once their id is saved, so a submission
+whose answer was lost is settled by exact identity (``domain/slurm_settling.py``).
 
-The member token is fetched through :class:`MemberTokens` and verified before
-every native request (``SlurmRest``); it is never written to the journal, a log
-line, an exception, an environment or a script.
+The member token is fetched through :class:`MemberTokens` and verified before every
+native request (``SlurmRest``); it is never written anywhere (journal, log, script).
 
 :class:`SlurmExecutor` holds its collaborators and calls the domain:
 
-* ``SlurmRest`` (``rest.py``) — slurmrestd; ``SlurmJournal`` (``journal.py``) — ``jobs.sqlite``;
-* the Site edge (``adaptors/edge/client.py``) as member tokens, grants and authority;
+* ``SlurmRest`` (``rest.py``), ``SlurmJournal`` (``journal.py``), the Site edge's
+  member tokens, grants and authority (``adaptors/edge/client.py``);
 * :class:`~.submission.StageSubmissions` — the held-submission protocol;
 * :class:`~.progress.ChainProgress` — observing, advancing, deciding, cleanup;
 * :class:`~.cancellation.ChainCancellation` — cancellation newest to oldest;
@@ -35,6 +32,7 @@ from pathlib import Path
 
 from metallo.identity.verify import MemberCredential, MemberTokenRejected
 from site_runtime.adaptors.slurm import views
+from site_runtime.adaptors.slurm.array_grant_renewal import ArrayGrantRenewal
 from site_runtime.adaptors.slurm.array_journal import ArrayJournal
 from site_runtime.adaptors.slurm.array_material import ArrayMaterial
 from site_runtime.adaptors.slurm.array_start import ArrayStarts
@@ -105,10 +103,12 @@ class SlurmExecutor:
         self.submissions = StageSubmissions(
             journal=journal, rest=rest, tokens=tokens, grants=self.grants, clock=clock, fault=fault
         )
-        self.array_material = ArrayMaterial(journal, self.grants)
+        self.array_material = ArrayMaterial(journal, self.grants, clock)
+        renew = settings.array_grant_renew_seconds
         self.progress = ChainProgress(
             journal=journal,
             array_material=self.array_material,
+            renewal=ArrayGrantRenewal(self.array_material, grants, rest, clock, renew),
             rest=rest,
             submissions=self.submissions,
             grants=self.grants,

@@ -6,9 +6,11 @@ list (slurmctld) and, for a job that is not in it, from slurmdbd — each asked 
 its own — and reconciles both with the saved facts
 (:mod:`site_runtime.domain.slurm_reconcile`: reconciliation deadlines, terminal
 evidence immutable, a contradiction stops the Attempt with an explicit outcome
-instead of deferring); it cancels held duplicates, releases the grant of an ended staging job,
-and asks the domain (:mod:`site_runtime.domain.slurm_chain`) whether the chain
-ended and which stage is submitted next. The first ``running`` observation is
+instead of deferring); it cancels held duplicates, renews the grants of an array
+child's tasks that have not started yet (:mod:`~.array_grant_renewal`), releases the
+grants of an ended staging job, and asks the domain
+(:mod:`site_runtime.domain.slurm_chain`) whether the chain ended and which stage is
+submitted next. The first ``running`` observation is
 saved before it is returned; a chain never goes back to ``queued``.
 
 Once the chain has ended its terminal observation is saved (immutable evidence:
@@ -28,6 +30,7 @@ from typing import Any
 
 from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm import sightings, views
+from site_runtime.adaptors.slurm.array_grant_renewal import ArrayGrantRenewal
 from site_runtime.adaptors.slurm.array_material import ArrayMaterial
 from site_runtime.adaptors.slurm.errors import deferring
 from site_runtime.adaptors.slurm.grants import StageGrants
@@ -76,8 +79,10 @@ class ChainProgress:
         clock: Callable[[], float],
         deadlines: Deadlines = Deadlines(),
         array_material: ArrayMaterial | None = None,
+        renewal: ArrayGrantRenewal | None = None,
     ) -> None:
         self.array_material = array_material
+        self.renewal = renewal
         self.deadlines = deadlines
         self.journal = journal
         self.rest = rest
@@ -138,12 +143,19 @@ class ChainProgress:
         if stopped is not None:
             self._save_outcome(att, stages, stopped)
             return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+        if self.renewal is not None and att.record.get("array"):
+            refused = await self.renewal.renew(att, stages, credential)
+            if refused is not None:
+                self._save_outcome(att, self.journal.stages(att.attempt_id), refused)
+                return await self.finish(command, views.attempt(self.journal, att.attempt_id))
+            stages = self.journal.stages(att.attempt_id)
         for stage in STAGING_STAGES:
-            # A staging job's grant is revoked once the job has ended.
-            if (stages[stage].native or {}).get("terminal") and stages[
-                stage
-            ].grant_state == "issued":
-                await self.grants.release(att.attempt_id, stage)
+            # A staging job's grants are revoked once the job has ended.
+            if (stages[stage].native or {}).get("terminal"):
+                if stages[stage].grant_state == "issued":
+                    await self.grants.release(att.attempt_id, stage)
+                if self.renewal is not None:
+                    await self.renewal.release_superseded(att.attempt_id, stage)
         if self.decide(att, stages) is not None:
             return await self.finish(command, att)
         for _ in STAGES:
@@ -286,6 +298,9 @@ class ChainProgress:
         pending = [
             s for s in self.journal.stages(att.attempt_id).values() if s.grant_state == "issued"
         ]
+        superseded_left = self.renewal is not None and not (
+            await self.renewal.release_superseded(att.attempt_id)
+        )
         ws = Path(slurm_requests.workspace(att.record, att.attempt_id))
         try:
             info = os.lstat(ws)
@@ -307,7 +322,7 @@ class ChainProgress:
             # The files of a task that never read them (it was cancelled, or never ran).
             folder = self.array_material.directory(att.record, array["group_id"])
             self.array_material.remove_task(folder, array["index"])
-        if pending:
+        if pending or superseded_left:
             raise Deferred("repository-unavailable", "a repository grant is not released yet")
         self.journal.update_attempt(att.attempt_id, cleanup_state="done")
 

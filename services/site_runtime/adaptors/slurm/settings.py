@@ -20,6 +20,7 @@ A malformed value stops the Runtime before it opens a journal (:class:`SettingsE
 | ``SLURM_LOST_DEADLINE_SECONDS`` | how long a job may be absent from slurmctld and accounting before its stage is ``lost`` | ``600`` |
 | ``SLURM_REQUEUE_DEADLINE_SECONDS`` | how long a job preempted in accounting may stay out of the queue before it is ``preempted`` | ``300`` |
 | ``SLURM_ATTEMPT_PENDING_SECONDS`` | how long a condition of one Attempt may keep its ``observe`` pending before it answers with what is known | ``60`` |
+| ``SLURM_ARRAY_GRANT_RENEW_SECONDS`` | renew a not-yet-started array task's repository grant when less than this (or half its lifetime, if less) remains | ``1800`` |
 | ``SLURM_NATIVE_NAME_PREFIX`` | prefix of native job names and comments | ``metallo`` |
 | ``SLURM_WORKSPACE_ROOT`` | where member jobs create Attempt workspaces and logs | ``/var/lib/metallo-slurm-lab/workspaces`` |
 | ``REPOSITORY_CA_FILE`` | CA of the repository server, given to staging jobs | none |
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from site_runtime.domain.grant_renewal import DEFAULT_RENEW_SECONDS
 from site_runtime.domain.slurm_jobs import StagingSettings, check_prefix
 from site_runtime.domain.slurm_reconcile import Deadlines
 
@@ -105,6 +107,7 @@ class SlurmSettings:
     max_wall_seconds: int | None = None
     reconciliation: Deadlines = field(default_factory=Deadlines)
     attempt_pending_seconds: int = 60
+    array_grant_renew_seconds: int = DEFAULT_RENEW_SECONDS
     jwt_issuer: str = ""
     jwt_authorized_party: str = ""
     jwks_url: str = ""
@@ -156,6 +159,11 @@ class SlurmSettings:
             max_wall_seconds=parse_max_wall(env.get("SLURM_MAX_WALL_SECONDS")),
             attempt_pending_seconds=parse_positive(
                 "SLURM_ATTEMPT_PENDING_SECONDS", env.get("SLURM_ATTEMPT_PENDING_SECONDS"), 60
+            ),
+            array_grant_renew_seconds=parse_positive(
+                "SLURM_ARRAY_GRANT_RENEW_SECONDS",
+                env.get("SLURM_ARRAY_GRANT_RENEW_SECONDS"),
+                DEFAULT_RENEW_SECONDS,
             ),
             reconciliation=Deadlines(
                 lost_seconds=parse_positive(
