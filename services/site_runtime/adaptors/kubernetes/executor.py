@@ -46,11 +46,9 @@ from site_runtime.adaptors.local.authorisation import EdgeAuthorisation
 from site_runtime.application.delivery import EdgeRefused
 from site_runtime.application.journaled import (
     MATERIAL_CHANGED,
-    NOT_PREPARED,
     JournaledExecutor,
     handlers_of,
     material_changed,
-    refused,
 )
 from site_runtime.application.log_reads import ReadPermits
 from site_runtime.application.native_ends import NativeEndNotices
@@ -296,8 +294,7 @@ class KubernetesExecutor:
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         row = self.journal.attempt(command.attempt_id)
-        if row is None:  # the prologue refuses it first; never close an unknown stop
-            return refused(command, "attempt-not-prepared", NOT_PREPARED)
+        assert row is not None  # the prologue refused an unknown Attempt's stop
         if row.state in TERMINAL or row.state == "refused":
             answer = "accepted" if row.cancel_result else "already-terminal"
             return self._save(command, "succeeded", message=answer, row=row)

@@ -43,11 +43,9 @@ from site_runtime.adaptors.local.supervision import (
 )
 from site_runtime.application.journaled import (
     MATERIAL_CHANGED,
-    NOT_PREPARED,
     JournaledExecutor,
     handlers_of,
     material_changed,
-    refused,
 )
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.native_ends import NativeEndNotices
@@ -333,8 +331,7 @@ class LocalExecutor:
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         row = self.journal.attempt(command.attempt_id)
-        if row is None:  # the prologue refuses it first; never close an unknown stop
-            return refused(command, "attempt-not-prepared", NOT_PREPARED)
+        assert row is not None  # the prologue refused an unknown Attempt's stop
         if row.state in TERMINAL:
             await self.supervision.release_grants(row.attempt_id)
             # A cancellation accepted before a restart keeps its answer.

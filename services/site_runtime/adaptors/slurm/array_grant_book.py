@@ -59,15 +59,7 @@ class ArrayGrantBook:
         earlier current one was released by :class:`~.grants.StageGrants` first)."""
         now = time.time()
         with self.journal.transaction() as db:
-            db.execute(
-                "UPDATE array_task_grants SET state = 'released', updated_at = ?"
-                " WHERE attempt_id = ? AND stage = ? AND state = 'current'",
-                (now, attempt_id, stage),
-            )
-            db.execute(
-                "INSERT OR REPLACE INTO array_task_grants VALUES (?, ?, ?, 'current', ?, ?, ?)",
-                (grant_id, attempt_id, stage, issued_at, expires_at, now),
-            )
+            _make_current(db, "released", attempt_id, stage, grant_id, issued_at, expires_at, now)
 
     def renewed(
         self, attempt_id: str, stage: str, grant_id: str, issued_at: float, expires_at: float | None
@@ -76,15 +68,7 @@ class ArrayGrantBook:
         name it on the child's stage row, in one transaction."""
         now = time.time()
         with self.journal.transaction() as db:
-            db.execute(
-                "UPDATE array_task_grants SET state = 'superseded', updated_at = ?"
-                " WHERE attempt_id = ? AND stage = ? AND state = 'current'",
-                (now, attempt_id, stage),
-            )
-            db.execute(
-                "INSERT INTO array_task_grants VALUES (?, ?, ?, 'current', ?, ?, ?)",
-                (grant_id, attempt_id, stage, issued_at, expires_at, now),
-            )
+            _make_current(db, "superseded", attempt_id, stage, grant_id, issued_at, expires_at, now)
             db.execute(
                 "UPDATE stages SET grant_state = 'issued', grant_id = ?, updated_at = ?"
                 " WHERE attempt_id = ? AND stage = ?",
@@ -141,3 +125,17 @@ class ArrayGrantBook:
                 args,
             ).fetchall()
         return [TaskGrant(*row) for row in rows]
+
+
+def _make_current(db, predecessor_state: str, attempt_id: str, stage: str, grant_id: str,
+                  issued_at: float, expires_at: float | None, now: float) -> None:
+    """Mark the stage's current grant ``predecessor_state`` and save ``grant_id`` as current."""
+    db.execute(
+        "UPDATE array_task_grants SET state = ?, updated_at = ?"
+        " WHERE attempt_id = ? AND stage = ? AND state = 'current'",
+        (predecessor_state, now, attempt_id, stage),
+    )
+    db.execute(
+        "INSERT OR REPLACE INTO array_task_grants VALUES (?, ?, ?, 'current', ?, ?, ?)",
+        (grant_id, attempt_id, stage, issued_at, expires_at, now),
+    )

@@ -53,7 +53,7 @@ from site_runtime.adaptors.slurm.submission import (
     StageSubmissions,
     log_path,
 )
-from site_runtime.application.journaled import NOT_PREPARED, JournaledExecutor, refused
+from site_runtime.application.journaled import JournaledExecutor
 from site_runtime.application.log_reads import ReadPermits, read_stage_log
 from site_runtime.application.ports import CommandResult, Deferred, SiteCommand
 from site_runtime.application.site_access import (
@@ -347,8 +347,7 @@ class SlurmExecutor:
 
     async def _cancel(self, command: SiteCommand) -> CommandResult:
         att = self.journal.attempt(command.attempt_id)
-        if att is None:  # the prologue refuses it first; never close an unknown stop
-            return refused(command, "attempt-not-prepared", NOT_PREPARED)
+        assert att is not None  # the prologue refused an unknown Attempt's stop
         if att.cancel_result is None:
             if att.cancel_state is None:
                 self.journal.update_attempt(att.attempt_id, cancel_state="requested")
