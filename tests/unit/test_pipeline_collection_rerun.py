@@ -59,7 +59,7 @@ def test_only_children_that_did_not_succeed_run_again_and_succeeded_ones_are_car
     p = failed_sweep()
     new = rerun.rerun(p, pipeline_id=RERUN, member="m-bob", failed_only=True)
     s = new.step(1)
-    assert rerun.rerun_steps(new) == [1, 2] and rerun.rerun_children(new) == {1: [3, 4, 5, 6]}
+    assert rerun.rerun_steps(new) == [1, 2] and collection_rerun.rerun_indices(s.items) == [3, 4, 5, 6]
     kept = {i.index: i for i in s.items if i.carried_from}
     assert sorted(kept) == [1, 2] and {i.carried_from for i in kept.values()} == {p.pipeline_id}
     assert kept[1].run_id == "run-1" and kept[1].output_commit == "out-1" and kept[1].state == collection.SUCCEEDED
@@ -96,7 +96,7 @@ def test_children_halted_by_fail_fast_and_cancelled_ones_run_again():
     halted = [i.index for i in p.step(1).items if i.reason_code == collection.R_FAIL_FAST]
     assert halted  # never launched because the collection halted
     new = rerun.rerun(p, pipeline_id=RERUN, member="m-bob", failed_only=True)
-    assert set(halted) <= set(rerun.rerun_children(new)[1])
+    assert set(halted) <= set(collection_rerun.rerun_indices(new.step(1).items))
     assert [i.index for i in new.step(1).items if i.carried_from] == [1, 2]
 
 
@@ -123,7 +123,7 @@ def test_a_rerun_step_that_never_starts_leaves_no_child_waiting():
 
 def test_without_failed_every_child_runs_again_and_nothing_is_carried():
     full = rerun.rerun(failed_sweep(), pipeline_id=RERUN, member="m-bob", failed_only=False)
-    assert full.step(1).items == () and rerun.rerun_children(full) == {}
+    assert full.step(1).items == ()
     s = started(full).step(1)
     assert len(s.items) == 6 and not any(i.carried_from for i in s.items)
 

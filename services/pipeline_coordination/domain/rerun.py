@@ -94,12 +94,3 @@ def rerun_steps(p: Pipeline) -> list[int]:
     """Indices of the steps of a rerun Pipeline that run again (not carried over)."""
     return [s.index for s in p.steps if not s.carried_from]
 
-
-def rerun_children(p: Pipeline) -> dict[int, list[int]]:
-    """For each collection step of a rerun Pipeline that runs again: the indices of its children that do.
-
-    A step not listed has no recorded children yet: all its children are created
-    (and run) when it starts.
-    """
-    return {s.index: collection_rerun.rerun_indices(s.items) for s in p.steps
-            if s.is_collection and not s.carried_from and s.items}
