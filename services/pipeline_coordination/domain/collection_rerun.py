@@ -26,9 +26,10 @@ from datetime import datetime
 
 from metallo.parameters import ParameterError
 from pipeline_coordination.domain import collection as c
+from pipeline_coordination.domain.pipeline import CANCELLED, SKIPPED, STEP_FAILED
 
 MAX_REASON = c.MAX_REASON
-_STEP_ENDED = frozenset({"skipped", "cancelled", "failed"})
+_STEP_ENDED = frozenset({SKIPPED, CANCELLED, STEP_FAILED})
 
 
 def carried(i: c.Item) -> bool:
@@ -70,7 +71,7 @@ def rerun_indices(items: tuple[c.Item, ...]) -> list[int]:
 
 def close_unstarted(items: tuple[c.Item, ...], step_state: str, reason_code: str,
                     now: datetime) -> tuple[c.Item, ...]:
-    """A step that ended (``skipped``, ``cancelled`` or ``failed``) before launching them: its waiting children end ``cancelled``."""
+    """The children of a step that ended (skipped, cancelled, failed) before launching them: waiting ones end cancelled."""
     if step_state not in _STEP_ENDED or not any(i.state == c.WAITING for i in items):
         return items
     why = f"never launched: the step was {step_state}" + (f" ({reason_code})" if reason_code else "")

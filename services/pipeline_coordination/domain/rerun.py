@@ -93,4 +93,3 @@ def rerun(original: Pipeline, *, pipeline_id: str, member: str, failed_only: boo
 def rerun_steps(p: Pipeline) -> list[int]:
     """Indices of the steps of a rerun Pipeline that run again (not carried over)."""
     return [s.index for s in p.steps if not s.carried_from]
-
