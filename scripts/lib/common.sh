@@ -35,7 +35,12 @@ pip_install() {
   return "$rc"
 }
 
-# Create .venv and install the project with its dev extra when pyproject.toml changed.
+# Modules every script's Python needs from .venv (the labs read the governance file with
+# ruamel.yaml); a .venv that cannot import them is incomplete and is installed again.
+VENV_CHECK='import ruamel.yaml, metallo'
+
+# Create .venv and install the project with its dev extra when pyproject.toml changed
+# or the .venv cannot import what the scripts need (an interrupted or foreign install).
 ensure_venv() {
   local stamp="$VENV/.metallo-installed" want
   want=$(sha256sum "$METALLO_ROOT/pyproject.toml" | cut -d' ' -f1)
@@ -43,10 +48,16 @@ ensure_venv() {
     log "creating $VENV"
     python3 -m venv "$VENV" || die "python3 -m venv failed: install python3-venv (apt-get install python3-venv)"
   fi
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && ! "$PY" -c "$VENV_CHECK" >/dev/null 2>&1; then
+    log "$VENV is incomplete (its Python cannot run: $VENV_CHECK): installing again"
+    rm -f "$stamp"
+  fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Metallo and its dev tools into .venv (first run takes a minute; pip's output is shown only if it fails)"
     pip_install -q --upgrade pip || die "upgrading pip in $VENV failed (pip's output above)"
     pip_install -q -e "$METALLO_ROOT[dev]" || die "pip install failed (pip's output above)"
+    "$PY" -c "$VENV_CHECK" >/dev/null 2>&1 \
+      || die "$VENV still cannot run '$VENV_CHECK' after installing; remove $VENV and run this again"
     echo "$want" > "$stamp"
   fi
 }

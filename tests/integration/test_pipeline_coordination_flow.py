@@ -1,7 +1,7 @@
 """Pipelines end to end over real PostgreSQL, RabbitMQ and git (seed 004 §8A–§8C, §8E).
 
 Workload Portfolio and Execution Core are message-level doubles
-(tests/integration/pipeline_coordination_support.py); the test plays each
+(tests/integration/pipeline_coordination_doubles.py); the test plays each
 step's Run: it pushes to the real repository, then completes the Run.
 """
 
@@ -14,7 +14,8 @@ import pytest
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected
 from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pb
-from tests.integration.pipeline_coordination_support import ACTIONS, FAST, build, teardown
+from tests.integration.pipeline_coordination_repo import ACTIONS
+from tests.integration.pipeline_coordination_support import FAST, build, teardown
 
 SERVICE_THEN_BATCH = """\
 version: 1

@@ -24,7 +24,8 @@ from metallo.messaging import OutboxRelay
 from metallo.persistence.engine import create_engine
 from metallo.repository_policy import RepositoryPolicy
 from pipeline_coordination.domain import identities
-from tests.integration.pipeline_coordination_support import ACTIONS, GOVERNANCE, build, teardown
+from tests.integration.pipeline_coordination_repo import ACTIONS
+from tests.integration.pipeline_coordination_support import GOVERNANCE, build, teardown
 from workload_portfolio.__main__ import MIGRATIONS as WP_MIGRATIONS
 from workload_portfolio.adaptors.command_handlers import PortfolioCommandServer
 from workload_portfolio.adaptors.git_source import GitSourceControl

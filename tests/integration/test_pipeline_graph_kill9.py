@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from tests.integration.pipeline_coordination_support import ROOT, Harness, build, git, teardown
+from tests.integration.pipeline_coordination_repo import git
+from tests.integration.pipeline_coordination_support import ROOT, Harness, build, teardown
 from tests.integration.test_pipeline_graphs import DIAMOND
 
 pytestmark = pytest.mark.integration

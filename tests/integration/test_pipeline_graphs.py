@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from tests.integration.pipeline_coordination_support import Harness, build, git, teardown
+from tests.integration.pipeline_coordination_repo import git
+from tests.integration.pipeline_coordination_support import Harness, build, teardown
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,8 @@
 """Recovery of the Site Runtime (seed 004 §4C; seed 000, Recovery): the Runtime is
-stopped at each journal step — in process at exact fault points, and as a real
-``python -m site_runtime`` process killed with SIGKILL during compute — then
-restarted: saved results are replayed, uncertain commands recovered, no phase is
-rerun and no duplicate process is started. Real Site edge (TLS, PostgreSQL), real git.
+stopped in process at exact fault points of each journal step, then restarted: saved
+results are replayed, uncertain commands recovered, no phase is rerun and no duplicate
+process is started. Real Site edge (TLS, PostgreSQL), real git. A real ``python -m
+site_runtime`` process killed with SIGKILL: test_site_runtime_recovery_sigkill.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,12 +19,9 @@ from sqlalchemy import select
 from site_coordination.adaptors.tables import site_commands
 from tests.integration.site_runtime_support import (
     Crash,
-    bare_git,
-    bare_head,
     batch_payload,
     edge_result,
     group_gone,
-    live_group_members,
     new_runtime,
     observe_until,
     released_grants,
@@ -188,116 +182,6 @@ async def test_stage_gone_without_recorded_exit_is_marked_lost(edge, tmp_path):
         assert failure["stage"] == "compute" and failure["code"] == "local-process-lost"
     finally:
         await b.close()
-
-
-def _runtime_process(edge, tmp_path: Path, grant_file: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT / 'libs'}:{ROOT / 'services'}",
-        "RUNTIME_LOCAL_GRACE_SECONDS": "1",
-    }
-    log = open(tmp_path / "runtime.log", "ab")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "site_runtime",
-            "--edge",
-            edge.url,
-            "--ca",
-            str(edge.ca_file),
-            "--grant-file",
-            str(grant_file),
-            "--executor",
-            "local",
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--wait",
-            "1",
-        ],
-        env=env,
-        stdout=log,
-        stderr=log,
-    )
-
-
-async def _wait_for(predicate, timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.1)):
-        if predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not reached")
-
-
-def _compute_state(state: Path) -> str | None:
-    path = state / "jobs.sqlite"
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(path)
-    try:
-        row = conn.execute(
-            "SELECT state FROM stages WHERE attempt_id = 'att-1' AND stage = 'compute'"
-        ).fetchone()
-    except sqlite3.OperationalError:
-        return None
-    finally:
-        conn.close()
-    return row[0] if row else None
-
-
-async def test_runtime_killed_during_compute_readopts_the_running_process(edge, tmp_path):
-    # Compute outlives the Runtime: it appends one line per run, so a rerun would show.
-    command = {"shell": "sleep 3; echo ran >> runs.txt"}
-    seq = await _prepared(edge, tmp_path, command)
-    grant_file = tmp_path / "grant"
-    grant_file.write_text(await edge.grant())
-    first = _runtime_process(edge, tmp_path, grant_file)
-    try:
-        await edge.append("start")
-        control = tmp_path / "state" / "workspaces" / "att-1" / "control" / "compute"
-        await _wait_for(
-            lambda: _compute_state(tmp_path / "state") == "running" and (control / "child").exists()
-        )
-        first.send_signal(signal.SIGKILL)
-        await asyncio.get_running_loop().run_in_executor(None, first.wait)
-        runner = int((control / "claim").read_text().split()[0])
-        assert live_group_members(runner), "compute must survive the Runtime's death"
-    finally:
-        if first.poll() is None:
-            first.kill()
-    second = _runtime_process(edge, tmp_path, grant_file)
-    try:
-        phase = None
-        for _ in range(60):
-            obs_seq = await edge.append("observe")
-            for _ in range(100):
-                result = await edge_result(edge, obs_seq)
-                if result is not None:
-                    break
-                await asyncio.sleep(0.1)
-            assert result is not None, (tmp_path / "runtime.log").read_text()[-2000:]
-            phase = result["observation"]["phase"]
-            if phase in ("succeeded", "failed"):
-                break
-            await asyncio.sleep(0.3)
-        assert phase == "succeeded", result
-        assert result["observation"]["output_commit"] == bare_head(edge)
-        rows = stage_rows(tmp_path / "state", "att-1")
-        assert {s: r["launches"] for s, r in rows.items()} == {
-            "stage-in": 1,
-            "compute": 1,
-            "stage-out": 1,
-        }
-        assert bare_git(edge, "show", "main:runs.txt") == "ran\n"  # compute ran exactly once
-        assert await edge_result(edge, seq) is not None
-        # Graceful stop on SIGTERM.
-        second.send_signal(signal.SIGTERM)
-        code = await asyncio.get_running_loop().run_in_executor(None, second.wait, 30)
-        assert code == 0
-        assert "Site Runtime stopped" in (tmp_path / "runtime.log").read_text()
-    finally:
-        if second.poll() is None:
-            second.kill()
 
 
 class _CrashAfterIssue:

@@ -81,3 +81,37 @@ def test_a_collection_step_names_its_collection_in_the_pipeline_table():
                            collection_counts=pc.CollectionCounts(total=20, succeeded=3))
     assert step_collection_text(step) == f"collection {CID} (3/20 succeeded)"
     assert step_collection_text(pc.PipelineStep(index=2, action="report")) == ""
+
+
+async def test_a_rerun_collection_shows_which_children_were_carried_over_and_which_run_again(amqp_url, topology):
+    old = "9a9a9a9a-1111-4222-8333-944455556666"
+
+    def rerun_collection(q):
+        c = collection()
+        c.counts.carried = 1
+        c.items[0].carried_from = old
+        return c
+
+    async with StandIn(amqp_url, topology, OWNERS, {"GetCollection": rerun_collection}):
+        table = await cli("collection", "show", CID)
+        document = await cli("collection", "show", CID, "-o", "json")
+    assert table.code == 0, table.stderr
+    assert f"1 carried over from {old} (their Runs are kept); 2 run again" in table.stdout
+    assert "succeeded (carried)" in table.stdout and "1 carried" in table.stdout
+    shown = json.loads(document.stdout)
+    assert [i["carried_from"] for i in shown["items"]] == [old, "", ""] and shown["counts"]["carried"] == 1
+
+
+def test_a_rerun_collection_step_says_how_many_children_it_kept():
+    from rich.console import Console
+
+    from metallo.cli.pipeline_graph import graph_tree
+    from metallo.cli.pipelines import step_collection_text
+
+    counts = pc.CollectionCounts(total=20, succeeded=6, carried=6, waiting=14)
+    step = pc.PipelineStep(index=1, action="sweep", collection_id=CID, collection_counts=counts)
+    assert step_collection_text(step) == f"collection {CID} (6/20 succeeded, 6 carried over)"
+    p = pc.Pipeline(pipeline_id=PID, state="running", steps=[step])
+    console = Console(width=120, record=True)
+    console.print(graph_tree(p))
+    assert "6 of 20 children kept, 14 rerun" in console.export_text()

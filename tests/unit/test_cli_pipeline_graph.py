@@ -65,13 +65,21 @@ async def test_pipeline_rerun_failed_sends_failed_only_and_names_the_steps(amqp_
         seen.append(cmd)
         return pc.RerunPipelineReply(pipeline_id="p-new", state="running", rerun_of=PID, rerun_steps=[2, 4])
 
-    async with StandIn(amqp_url, topology, OWNERS, {"RerunPipeline": rerun}):
+    def rerun_pipeline(q):
+        p = pc.Pipeline(pipeline_id=q.pipeline_id, project="demo", state="running", rerun_of=PID)
+        p.steps.add(index=2, action="sweep", state="waiting", collection_id="c-1",
+                    collection_counts=pc.CollectionCounts(total=20, succeeded=6, carried=6, waiting=14))
+        p.steps.add(index=4, action="report", state="waiting", needs=[2])
+        return p
+
+    async with StandIn(amqp_url, topology, OWNERS, {"RerunPipeline": rerun, "GetPipeline": rerun_pipeline}):
         done = await cli("pipeline", "rerun", PID, "--failed", "--max-active", "2")
         as_json = await cli("pipeline", "rerun", PID, "-o", "json")
     assert done.code == 0, done.stderr
     assert seen[0].failed_only and seen[0].max_active == 2 and seen[0].pipeline_id == PID
     assert not seen[1].failed_only
     assert f"rerun of {PID}: steps 2, 4 run again" in done.stderr and "p-new" in done.stdout
+    assert "step 2 (sweep): 14 of 20 children run again, 6 carried over" in done.stderr
     assert json.loads(as_json.stdout)["start"]["rerun_of"] == PID
 
 

@@ -1,7 +1,12 @@
 """The matrix / parameters / array examples of docs/actions.md and docs/pipelines.md are what the
-platform accepts and makes the children the text describes; the collection command lines parse."""
+platform accepts and makes the children the text describes; the collection command lines parse;
+each of those pages has a parsed example of needs, when, matrix, parameters, array and rerun."""
 
 from __future__ import annotations
+
+import shlex
+
+import pytest
 
 from metallo import parameters
 from pipeline_coordination.domain import collection
@@ -55,3 +60,53 @@ def test_the_collection_command_lines_are_ones_the_cli_takes():
     assert {a[2] for a in lines} == {"list", "show", "cancel"}
     for args in lines:
         parse(args)
+
+
+FEATURES = ("needs", "when", "matrix", "parameters", "array")
+
+
+def documented_features(doc: str) -> dict[str, list[str]]:
+    """The actions of ``doc``'s examples using each of FEATURES, every example parsed by the real parser.
+
+    An example that stops parsing (or whose collection cannot be expanded, or
+    whose graph a Pipeline cannot run) fails here.
+    """
+    found: dict[str, list[str]] = {f: [] for f in FEATURES}
+    for text in blocks(doc, "yaml"):
+        if not text.startswith("version: 1"):
+            continue
+        f = parse_actions_file(text, source=f"docs/{doc}")
+        graph_of(text)
+        for name in f.names:
+            fields = f.collection(name) or {}
+            if fields:
+                children(text, name)
+            uses = {"needs": bool(f.needs(name)), "when": f.when(name) != "success",
+                    **{k: k in fields for k in ("matrix", "parameters", "array")}}
+            for feature, used in uses.items():
+                if used:
+                    found[feature].append(name)
+    return found
+
+
+def console_lines(doc: str) -> list[list[str]]:
+    return [shlex.split(line[2:]) for block in blocks(doc, "console") for line in block.splitlines()
+            if line.startswith("$ metallo ")]
+
+
+@pytest.mark.parametrize("doc", ["actions.md", "pipelines.md"])
+def test_each_page_has_a_parsed_example_of_every_graph_and_collection_field_and_of_rerun(doc):
+    found = documented_features(doc)
+    assert all(found.values()), f"{doc} has no parsed example of {[k for k, v in found.items() if not v]}"
+    reruns = [a for a in console_lines(doc) if a[:3] == ["metallo", "pipeline", "rerun"] and "--failed" in a]
+    assert reruns, f"{doc} has no `metallo pipeline rerun … --failed` example"
+    for args in reruns:
+        parse(args)
+
+
+def test_the_pipelines_parameters_and_array_examples_make_the_children_they_describe():
+    items, _ = children(example("pipelines.md", "summary:"), "cases")
+    assert items == ({"dataset": "small", "split": "0.1"}, {"dataset": "large", "split": "0.2"})
+    assert graph_of(example("pipelines.md", "summary:")) == [("cases", (), "success"), ("summary", (1,), "always")]
+    items, shape = children(example("pipelines.md", "array: require"), "seeds")
+    assert len(items) == 3 and shape.array == "require"

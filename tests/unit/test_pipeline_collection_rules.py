@@ -202,5 +202,7 @@ def test_a_rerun_gives_the_collection_a_new_id_and_fresh_children():
     new = rerun.rerun(p, pipeline_id="1b3f1c9a-1111-4222-8333-944455556666", member="m-alice", failed_only=True)
     s = new.step(1)
     assert s.collection == p.step(1).collection and s.collection_id != p.step(1).collection_id
-    assert s.items == () and s.state == d.WAITING
+    assert s.items == (collection.Item(1, {"seed": "0"}),) and s.state == d.WAITING
     assert replace(s, collection_id="") != s
+    full = rerun.rerun(p, pipeline_id="2b3f1c9a-1111-4222-8333-944455556666", member="m-alice", failed_only=False)
+    assert full.step(1).items == ()  # created afresh when the step starts

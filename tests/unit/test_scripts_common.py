@@ -17,6 +17,15 @@ ESC = "\x1b["
 # configuration prints, then succeeds or fails as PIP_OUTCOME says; it records its
 # arguments so the test sees what was installed.
 FAKE_PYTHON = """#!/usr/bin/env bash
+if [ "$1" = -c ]; then  # ensure_venv's import check: as IMPORTS says (a real .venv: after its install)
+  echo "$2" >> "$(dirname "$0")/../checks"
+  case "${IMPORTS:-after-install}" in
+    ok) exit 0 ;;
+    never) exit 1 ;;
+    *) [ -f "$(dirname "$0")/../calls" ] && grep -q -- "-e " "$(dirname "$0")/../calls" ;;
+  esac
+  exit $?
+fi
 echo "$*" >> "$(dirname "$0")/../calls"
 for i in 1 2 3; do
   echo "WARNING: Location 'file:///opt/pypi/simple/pkg$i/' is ignored: it is neither a file nor a directory." >&2
@@ -48,12 +57,12 @@ def bash(script: str, *, env: dict[str, str] | None = None, stderr=subprocess.PI
                           check=False, cwd=cwd)
 
 
-def ensure_venv_with(venv: Path, outcome: str) -> subprocess.CompletedProcess:
+def ensure_venv_with(venv: Path, outcome: str, imports: str = "after-install") -> subprocess.CompletedProcess:
     """ensure_venv with the fake interpreter; pip's output is captured under ``tmp``."""
     tmp = venv.parent / "tmp"
     tmp.mkdir(exist_ok=True)
     return bash(f'VENV="{venv}"; PY="$VENV/bin/python"; ensure_venv; echo reached-the-end',
-                env={"PIP_OUTCOME": outcome, "TMPDIR": str(tmp)})
+                env={"PIP_OUTCOME": outcome, "TMPDIR": str(tmp), "IMPORTS": imports})
 
 
 def test_a_successful_install_says_one_line_and_hides_pips_warnings(tmp_path):
@@ -71,6 +80,34 @@ def test_a_successful_install_says_one_line_and_hides_pips_warnings(tmp_path):
     again = ensure_venv_with(venv, "ok")
     assert again.returncode == 0 and again.stderr == ""
     assert len((venv / "calls").read_text().splitlines()) == 2
+
+
+def test_an_incomplete_venv_with_a_current_stamp_is_installed_again(tmp_path):
+    venv = fake_venv(tmp_path)
+    (venv / ".metallo-installed").write_text(
+        subprocess.run(["sha256sum", str(ROOT / "pyproject.toml")], capture_output=True, text=True,
+                       check=True).stdout.split()[0] + "\n")
+    done = ensure_venv_with(venv, "ok")  # the import check fails until pip installed the project
+    assert done.returncode == 0, done.stderr
+    assert "is incomplete (its Python cannot run: import ruamel.yaml, metallo): installing again" in done.stderr
+    assert (venv / "calls").read_text().splitlines()[-1] == f"-m pip install -q -e {ROOT}[dev]"
+    assert (venv / "checks").read_text().splitlines() == ["import ruamel.yaml, metallo"] * 2
+
+
+def test_an_install_that_still_cannot_import_says_what_to_do(tmp_path):
+    venv = fake_venv(tmp_path)
+    done = ensure_venv_with(venv, "ok", imports="never")
+    assert done.returncode == 1 and "reached-the-end" not in done.stdout
+    assert f"remove {venv} and run this again" in done.stderr
+    assert not (venv / ".metallo-installed").exists()
+
+
+def test_the_labs_ensure_the_venv_before_reading_the_governance_file():
+    for lab in ("slurm-lab", "k8s-lab"):
+        text = (ROOT / "scripts" / lab).read_text()
+        up = text[text.index("cmd_up() {"):]
+        up = up[:up.index("\n}\n")]
+        assert "ensure_venv" in up and up.index("ensure_venv") < up.index("ensure_members"), lab
 
 
 def test_a_failed_install_shows_pips_whole_output_and_stops(tmp_path):
@@ -159,6 +196,7 @@ def test_scripts_test_asks_pytest_for_the_15_slowest_tests(tmp_path):
         hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
     python = venv / "bin" / "python"
     python.write_text('#!/usr/bin/env bash\n'
+                      'if [ "$1" = -c ]; then exit 0; fi\n'  # ensure_venv's import check: installed
                       'if [ "$1 $2" = "-m pytest" ]; then echo "$*" > "$(dirname "$0")/../pytest-args"; exit 0; fi\n'
                       'exec python3 "$@"\n')
     python.chmod(0o755)

@@ -27,7 +27,7 @@ from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 app = typer.Typer(no_args_is_help=True,
                   help="Collections: one action run once per matrix combination or parameter record.")
 
-COUNTS = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain")
+COUNTS = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain", "carried")
 
 
 def counts_text(counts) -> str:
@@ -40,10 +40,24 @@ def values_text(parameters) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(parameters.items()))
 
 
+def carried_text(c) -> str:
+    """``6 carried over from PIPELINE (kept Runs); 14 run again`` for a rerun's collection, else ""."""
+    carried = [i for i in c.items if i.carried_from]
+    if not carried:
+        return ""
+    sources = ", ".join(sorted({i.carried_from for i in carried}))
+    return f"{len(carried)} carried over from {sources} (their Runs are kept); {len(c.items) - len(carried)} run again"
+
+
+def child_state(i) -> str:
+    """A child's state, ``succeeded (carried)`` for one a rerun carried over."""
+    return f"{i.state} (carried)" if i.carried_from else i.state
+
+
 def print_collection(c) -> None:
-    """A collection as a table, then one row per child."""
+    """A collection as a table, then one row per child (a carried child names the Pipeline whose Run it is)."""
     out.print(key_value_table(f"Collection {c.collection_id}", [
-        ("children", counts_text(c.counts)), ("state", c.state), ("action", c.action),
+        ("children", counts_text(c.counts)), ("rerun", carried_text(c)), ("state", c.state), ("action", c.action),
         ("pipeline", f"{c.pipeline_id} step {c.step_index}"), ("revision", c.revision or ""),
         ("commit", c.pinned_commit), ("max active", c.max_active), ("fail fast", "yes" if c.fail_fast else "no"),
         ("array", f"{c.array} ({c.array_decision})" if c.array_decision else c.array),
@@ -53,11 +67,11 @@ def print_collection(c) -> None:
     from rich.table import Table
 
     table = Table(title="Children", title_justify="left")
-    for column in ("#", "parameters", "state", "run", "reason", "started", "ended"):
+    for column in ("#", "parameters", "state", "run", "from", "reason", "started", "ended"):
         table.add_column(column)
     for i in c.items:
-        table.add_row(str(i.index), values_text(i.parameters), i.state, i.run_id, i.reason_code,
-                      timestamp(i.started_at), timestamp(i.ended_at))
+        table.add_row(str(i.index), values_text(i.parameters), child_state(i), i.run_id, i.carried_from,
+                      i.reason_code, timestamp(i.started_at), timestamp(i.ended_at))
     print_list_table(table, empty="no child yet: the step has not started")
 
 

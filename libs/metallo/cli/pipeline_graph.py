@@ -30,6 +30,9 @@ def _label(step) -> Text:
         extra.append(f"when {step.when}")
     if step.carried_from:
         extra.append(f"kept from {step.carried_from[:8]}")
+    elif step.collection_id and step.collection_counts.carried:
+        c = step.collection_counts
+        extra.append(f"{c.carried} of {c.total} children kept, {c.total - c.carried} rerun")
     if step.run_id:
         extra.append(f"run {step.run_id[:8]}")
     if step.reason_code:

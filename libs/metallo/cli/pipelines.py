@@ -148,12 +148,25 @@ def print_pipeline(p) -> None:
                   f"({failed.action}) failed and which of its logs to read", markup=False)
 
 
+def carried_lines(p) -> list[str]:
+    """One line per collection step of a rerun that kept some children: how many run again."""
+    lines = []
+    for s in p.steps:
+        c = s.collection_counts
+        if s.collection_id and not s.carried_from and c.carried:
+            lines.append(f"step {s.index} ({s.action}): {c.total - c.carried} of {c.total} children run again, "
+                         f"{c.carried} carried over (`metallo collection show {s.collection_id}`)")
+    return lines
+
+
 def step_collection_text(s) -> str:
-    """A collection step's run column: ``collection ID (3/20 succeeded)``; "" for another step."""
+    """A collection step's run column: ``collection ID (3/20 succeeded)``, with ``, 2 carried over`` in a
+    rerun that kept children; "" for another step."""
     if not s.collection_id:
         return ""
     c = s.collection_counts
-    return f"collection {s.collection_id} ({c.succeeded}/{c.total} succeeded)"
+    carried = f", {c.carried} carried over" if c.carried else ""
+    return f"collection {s.collection_id} ({c.succeeded}/{c.total} succeeded{carried})"
 
 
 def repository_text(url: str, width: int = REPOSITORY_WIDTH) -> str:
@@ -236,7 +249,8 @@ def finish_started(started, final, wait_failed: CliError | None, output: Output)
 def rerun(
     pipeline_id: str,
     failed: Annotated[bool, typer.Option(
-        "--failed", help="rerun only the failed, cancelled and skipped steps; keep what succeeded")] = False,
+        "--failed", help="rerun only the failed, cancelled and skipped steps (of a collection, only the children "
+                    "that did not succeed); keep what succeeded")] = False,
     max_active: MaxActive = 0,
     member: opt.Member = None, project: opt.Project = None,
     wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,
@@ -256,6 +270,8 @@ def rerun(
                 steps = ", ".join(map(str, started.rerun_steps))
                 err.print(f"rerun of {started.rerun_of}: steps {steps} run again", markup=False,
                           highlight=False)
+                for line in carried_lines(await get_pipeline(p, who, started.pipeline_id)):
+                    err.print(line, markup=False, highlight=False)
             return await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
                                              quiet=quiet, output=output)
 

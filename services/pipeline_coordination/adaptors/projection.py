@@ -121,13 +121,15 @@ def item_message(pipeline_id: str, s: Step, i: collection.Item) -> pb.Collection
         parameters=i.parameters,
         state=i.state,
         run_id=i.run_id,
-        launch_key=identities.item_key(pipeline_id, s.index, s.launch_attempt, i.index),
+        # A carried child's Run was launched by the Pipeline it was carried from.
+        launch_key=identities.item_key(i.carried_from or pipeline_id, s.index, s.launch_attempt, i.index),
         run_outcome=i.run_outcome,
         reason_code=i.reason_code,
         message=i.message,
         output_commit=i.output_commit,
         started_at=_ts(i.started_at),
         ended_at=_ts(i.ended_at),
+        carried_from=i.carried_from,
     )
 
 

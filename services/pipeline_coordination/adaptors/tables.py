@@ -136,6 +136,8 @@ collection_items = Table(
     Column("started_at", DateTime(timezone=True)),
     Column("ended_at", DateTime(timezone=True)),
     Column("observed_at", DateTime(timezone=True)),
+    # A rerun --failed child that kept its result: the Pipeline whose Run it is (written once).
+    Column("carried_from", Text, nullable=False, server_default=""),
     PrimaryKeyConstraint("pipeline_id", "step_index", "item_index"),
     ForeignKeyConstraint(["pipeline_id", "step_index"], ["pipeline_steps.pipeline_id", "pipeline_steps.step_index"]),
 )

@@ -112,6 +112,7 @@ class Item:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     observed_at: datetime | None = None
+    carried_from: str = ""  # a rerun --failed child that kept the result of this Pipeline's Run
 
     @property
     def ended(self) -> bool:
@@ -179,9 +180,13 @@ def settle_items(items: tuple[Item, ...], halt: str, halt_message: str, now: dat
 
 
 def counts(items: tuple[Item, ...]) -> dict[str, int]:
-    """CollectionCounts: every child counted once (launching and cancelling are active)."""
-    out = dict.fromkeys(("waiting", "active", "succeeded", "failed", "cancelled", "uncertain"), 0)
+    """CollectionCounts: every child counted once (launching and cancelling are active).
+
+    ``carried`` counts the succeeded children a rerun carried over (within ``succeeded``).
+    """
+    out = dict.fromkeys(("waiting", "active", "succeeded", "failed", "cancelled", "uncertain", "carried"), 0)
     for i in items:
+        out["carried"] += 1 if i.carried_from else 0
         if i.state == WAITING:
             out["waiting"] += 1
         elif i.state in ITEM_ACTIVE:
@@ -196,6 +201,8 @@ def outcome(items: tuple[Item, ...]) -> tuple[str, str, str]:
     """(step state, reason code, message) once every child ended."""
     c = counts(items)
     summary = f"{c['succeeded']} of {c['total']} children succeeded"
+    if c["carried"]:
+        summary += f" ({c['carried']} carried over)"
     if c["failed"] or c["uncertain"]:
         detail = ", ".join(f"{c[k]} {k}" for k in ("failed", "uncertain", "cancelled") if c[k])
         return FAILED, R_COLLECTION_FAILED, f"{summary} ({detail})"

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from metallo.parameters import ParameterError
 from pipeline_coordination.domain import collection as c
+from pipeline_coordination.domain import collection_rerun
 from pipeline_coordination.domain.pipeline import (
     DESIRED_RUN,
     LAUNCHED,
@@ -44,13 +45,14 @@ def start_collection(p: Pipeline, s: Step, prepared: PreparedAction, now: dateti
 
     A shape that breaks a rule fails the step (``collection-invalid``); ``array:
     require`` where no array can be made fails it too (``array-unavailable``).
+    A rerun's step keeps the children it was recorded with (carried and fresh).
     """
     pinned = replace(s, workload_id=prepared.workload_id, revision=prepared.revision,
                      pinned_commit=prepared.commit, family=prepared.family,
                      environment=prepared.environment, service_kind=prepared.service_kind, started_at=now)
     assert s.collection is not None
     try:
-        items = c.items_of(s.collection)
+        items = collection_rerun.keep_children(c.items_of(s.collection), s.items)
     except ParameterError as e:
         return p.with_step(replace(pinned, state=STEP_FAILED, reason_code=c.R_COLLECTION_INVALID,
                                    message=str(e)[:MAX_REASON], ended_at=now))

@@ -4,15 +4,18 @@
 result, Run and output commit are carried over (``carried_from``) and it is
 never launched again. Every other step (failed, cancelled or skipped) waits again and
 runs under the graph's rules; each is pinned when it starts to the commit its
-branch names then, so it reads what the kept steps pushed. Without ``--failed``
-every step runs again. The original Pipeline is never changed.
+branch names then, so it reads what the kept steps pushed. A collection step
+that ran and did not succeed runs again with only the children that did not
+succeed; its succeeded children are carried over (``collection_rerun.py``).
+Without ``--failed`` every step and every child runs again. The original
+Pipeline is never changed.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline_coordination.domain import graph
+from pipeline_coordination.domain import collection_rerun, graph
 from pipeline_coordination.domain.answers import with_collection_ids
 from pipeline_coordination.domain.pipeline import (
     PIPELINE_TERMINAL,
@@ -64,6 +67,8 @@ def rerun(original: Pipeline, *, pipeline_id: str, member: str, failed_only: boo
     for s in original.steps:
         if failed_only and s.done:
             steps.append(replace(s, carried_from=s.carried_from or original.pipeline_id))
+        elif failed_only and s.is_collection and s.items:
+            steps.append(replace(_fresh(s), items=collection_rerun.rerun_children(s.items, original.pipeline_id)))
         else:
             steps.append(_fresh(s))
     if failed_only and all(s.carried_from for s in steps):

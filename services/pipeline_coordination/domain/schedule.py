@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from pipeline_coordination.domain import collection_schedule, graph
+from pipeline_coordination.domain import collection_rerun, collection_schedule, graph
 from pipeline_coordination.domain.pipeline import (
     CANCELLED,
     CANCELLING,
@@ -178,8 +178,19 @@ def settle(p: Pipeline, now: datetime) -> Settled:
         )
         if not any(s.awaiting_end for s in p.steps):
             p = replace(p, state=STOPPED, ended_at=now)
+    p = _close_unstarted_children(p, now)
     completed = start.state not in PIPELINE_TERMINAL and p.state in PIPELINE_TERMINAL
     return Settled(pipeline=p, completed=completed, changed=p != start)
+
+
+def _close_unstarted_children(p: Pipeline, now: datetime) -> Pipeline:
+    """No child is left waiting under a collection step that ended (a rerun's, recorded before it started)."""
+    for s in p.steps:
+        if s.is_collection and s.items and s.state != LAUNCHED:
+            items = collection_rerun.close_unstarted(s.items, s.state, s.reason_code, now)
+            if items != s.items:
+                p = p.with_step(replace(s, items=items))
+    return p
 
 
 # ---------------------------------------------------------------- what to do next

@@ -151,7 +151,7 @@ class ListCollectionsReply(_message.Message):
     def __init__(self, collections: _Optional[_Iterable[_Union[Collection, _Mapping]]] = ..., page: _Optional[_Union[_common_pb2.PageInfo, _Mapping]] = ...) -> None: ...
 
 class CollectionCounts(_message.Message):
-    __slots__ = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain")
+    __slots__ = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain", "carried")
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +159,7 @@ class CollectionCounts(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     UNCERTAIN_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_FIELD_NUMBER: _ClassVar[int]
     total: int
     waiting: int
     active: int
@@ -166,10 +167,11 @@ class CollectionCounts(_message.Message):
     failed: int
     cancelled: int
     uncertain: int
-    def __init__(self, total: _Optional[int] = ..., waiting: _Optional[int] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., uncertain: _Optional[int] = ...) -> None: ...
+    carried: int
+    def __init__(self, total: _Optional[int] = ..., waiting: _Optional[int] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., uncertain: _Optional[int] = ..., carried: _Optional[int] = ...) -> None: ...
 
 class CollectionItem(_message.Message):
-    __slots__ = ("index", "parameters", "state", "run_id", "launch_key", "run_outcome", "reason_code", "message", "output_commit", "started_at", "ended_at")
+    __slots__ = ("index", "parameters", "state", "run_id", "launch_key", "run_outcome", "reason_code", "message", "output_commit", "started_at", "ended_at", "carried_from")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +190,7 @@ class CollectionItem(_message.Message):
     OUTPUT_COMMIT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    CARRIED_FROM_FIELD_NUMBER: _ClassVar[int]
     index: int
     parameters: _containers.ScalarMap[str, str]
     state: str
@@ -199,7 +202,8 @@ class CollectionItem(_message.Message):
     output_commit: str
     started_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
-    def __init__(self, index: _Optional[int] = ..., parameters: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    carried_from: str
+    def __init__(self, index: _Optional[int] = ..., parameters: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., carried_from: _Optional[str] = ...) -> None: ...
 
 class Collection(_message.Message):
     __slots__ = ("collection_id", "project", "pipeline_id", "step_index", "action", "workload_id", "revision", "pinned_commit", "state", "max_active", "fail_fast", "array", "array_decision", "counts", "items", "reason_code", "message", "cancelled_by", "cancel_reason")
