@@ -112,6 +112,10 @@ def print_run(run: ec.Run) -> None:
                   "ran; check at the Site before launching it again", markup=False)
 
 
+#: Refusals of what the action's ``resources`` ask: the same revision is refused again.
+RESOURCE_REFUSALS = frozenset({"slurm-request-never-fits", "slurm-wall-time-above-limit",
+                               "unsupported-slurm-accelerator-class"})
+
 #: The command a refused Attempt's last phase before the end was waiting for.
 _REFUSED_COMMAND = {"preparing": "prepare", "starting": "start"}
 
@@ -145,6 +149,11 @@ def failure_hint(run: ec.Run) -> str:
         command = _refused_command(run)
         refused = f"the Site refused Attempt {attempt.number}" + (
             f" at {command}" if command else "")
+        if code in RESOURCE_REFUSALS:
+            return (f"{refused} ({reason}), so nothing ran there and it has no logs; a rerun "
+                    "asks for the same resources: change the action's `resources` in its "
+                    "actions.yaml as the message says, publish it, and launch it again "
+                    "(docs/actions.md, Resources)")
         return (f"{refused} ({reason}), so nothing ran there and it has no logs; fix what the "
                 f"message names (docs/runs.md explains the code), then `metallo run rerun "
                 f"{run.run_id}`")
