@@ -542,3 +542,31 @@ def test_a_dot_git_directory_is_a_repository_and_the_callers_git_dir_does_not_co
     for missing in (f"file://{tmp_path / 'nope'}", f"file://{work / '.git' / 'HEAD'}"):
         result = run_cli("action", "run", missing, "train")
         assert result.code == 3 and "no such local repository" in result.stderr
+
+
+async def test_a_cancel_the_site_cannot_deliver_says_the_native_work_may_go_on(amqp_url, topology):
+    # The Site's Runtime does not know the Attempt: the stop waits, and if the Attempt
+    # ends lost its native work is not stopped: the member is told, with the jobs.
+    waiting = a_run("cancelling")
+    waiting.waiting_reason = "attempt-unknown-at-site"
+    lost = a_run("terminal", "lost")
+    runs = {"now": waiting}
+    handlers = {
+        "CancelRun": lambda c: ec.CancelRunReply(run_id=c.run_id, cancel_recorded=True,
+                                                 phase="cancelling"),
+        "GetRun": lambda q: runs["now"],
+    }
+    async with StandIn(amqp_url, topology, ("execution_core",), handlers):
+        asked = await cli("run", "cancel", RUN_ID)
+        runs["now"] = lost
+        handlers["CancelRun"] = lambda c: ec.CancelRunReply(run_id=c.run_id, phase="terminal",
+                                                            outcome="lost")
+        after = await cli("run", "cancel", RUN_ID, "-o", "json")
+        shown = await cli("run", "show", RUN_ID)
+    said = " ".join(asked.stderr.split())
+    assert asked.code == 0 and "cancellation of" in asked.stdout
+    assert "waits for a Runtime that knows it" in said and "NOT stopped" in said
+    assert "stage-in=101 compute=102" in said and "scancel" in said
+    warning = json.loads(after.stdout)["warning"]
+    assert "Metallo did not stop it" in warning and "compute=102" in warning
+    assert "Metallo did not stop it" in " ".join(shown.stderr.split())

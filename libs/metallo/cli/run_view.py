@@ -108,8 +108,7 @@ def print_run(run: ec.Run) -> None:
     if run.outcome == "failed" and len(run.attempts):
         err.print(f"next: {failure_hint(run)}", markup=False, highlight=False)
     elif run.outcome == "lost":
-        err.print("next: the Site no longer knew its Attempt, so nothing says whether the work "
-                  "ran; check at the Site before launching it again", markup=False)
+        err.print(f"next: {lost_hint(run)}", markup=False, highlight=False)
 
 
 #: Refusals of what the action's ``resources`` ask: the same revision is refused again.
@@ -136,6 +135,35 @@ def _logged_stage(attempt: ec.Attempt) -> str:
     if not stages and not len(attempt.native_jobs):
         return ""
     return "compute" if "compute" in stages or not stages else stages[-1]
+
+
+def _jobs_where(run: ec.Run) -> str:
+    attempt = run.attempts[-1] if len(run.attempts) else None
+    jobs = native_jobs_text(attempt.native_jobs) if attempt is not None else ""
+    return (f" (its jobs at {run.site_id or 'the Site'}: {jobs}; on Slurm `scancel` them)"
+            if jobs else "")
+
+
+def lost_hint(run: ec.Run) -> str:
+    """The next step after a Run ended ``lost``: Metallo no longer follows its Attempt
+    and no stop reaches it, so its native work may still run at the Site."""
+    return ("the Site no longer knew its Attempt, so nothing says whether the work ran, and "
+            "Metallo did not stop it (a cancellation does not reach an Attempt no Runtime of "
+            f"the Site knows): stop it at the Site{_jobs_where(run)} and check there before "
+            "launching it again")
+
+
+def unknown_cancel_warning(run: ec.Run) -> str:
+    """What a cancellation of a Run whose Attempt the Site does not know does ("" when
+    the Site knows it): it waits for a Runtime that knows the Attempt; if none answers
+    within the reconciliation period the Attempt ends ``lost`` and its native work is not
+    stopped."""
+    if run.phase == "terminal" or run.waiting_reason != "attempt-unknown-at-site":
+        return ""
+    return ("the Site's Runtime does not know this Run's Attempt now: the cancellation waits "
+            "for a Runtime that knows it (bring back the one that ran it, e.g. the executor it "
+            "ran on). If none answers within the reconciliation period, the Attempt ends lost "
+            f"and its native work is NOT stopped: stop it at the Site{_jobs_where(run)}")
 
 
 def failure_hint(run: ec.Run) -> str:

@@ -23,9 +23,11 @@ from metallo.cli.run_view import (
     MAX_LOG_BYTES,
     OUTCOMES,
     get_run,
+    lost_hint,
     outcome_exit,
     print_run,
     run_summary,
+    unknown_cancel_warning,
     wait_run,
 )
 from metallo.cli.settings import Actor, actor, connection
@@ -130,12 +132,22 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
         async with Platform(conn) as p:
             reply = await p.request(ec.CancelRun(metadata=command_metadata(who, command_id),
                                                  run_id=run_id, reason=reason))
+            # What the Site knows of the Attempt now: a stop may never reach its work.
+            now = None
+            if reply.outcome in ("", "lost"):
+                try:
+                    now = await get_run(p, who, run_id)
+                except CliError:
+                    now = None  # only a courtesy: the cancellation is recorded regardless
             run = await wait_run(p, who, run_id, timeout=timeout, quiet=quiet) if wait_end else None
-            return reply, run
+            return reply, now, run
 
-    reply, run = _run(body())
+    reply, now, run = _run(body())
+    caveat = "" if now is None else (
+        unknown_cancel_warning(now) or (lost_hint(now) if now.outcome == "lost" else ""))
     if output is Output.json:
-        print_json({"cancel": as_dict(reply), "run": run_summary(run) if run else None})
+        print_json({"cancel": as_dict(reply), "run": run_summary(run) if run else None,
+                    "warning": caveat})
     else:
         if reply.cancel_recorded:
             out.print(f"cancellation of {run_id} recorded (phase {reply.phase})")
@@ -143,6 +155,8 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
             out.print(f"{run_id} had already ended: {reply.outcome}")
         else:
             out.print(f"{run_id}: a cancellation was already recorded (phase {reply.phase})")
+        if caveat:
+            err.print(f"warning: {caveat}", markup=False, highlight=False)
         if run is not None:
             print_run(run)
     if run is not None:
