@@ -63,3 +63,15 @@ def executor_states(runtime_root: Path) -> dict[str, Path]:
     if not runtime_root.is_dir():
         return {}
     return {p.name: p for p in sorted(runtime_root.iterdir()) if p.is_dir()}
+
+
+def last_journaled(state_dir: Path) -> tuple[int, str] | None:
+    """The newest (sequence, command_id) of the Runtime's delivery journal (None: empty)."""
+    rows = _rows(state_dir / DELIVERY_JOURNAL,
+                 "SELECT sequence, command_id FROM commands ORDER BY sequence DESC LIMIT 1")
+    return (int(rows[0]["sequence"]), str(rows[0]["command_id"])) if rows else None
+
+
+def stream_of(executor: str, site_id: str, k8s_site_id: str) -> tuple[str, str]:
+    """The ``(site_id, environment)`` stream an executor's Runtime of the dev stack pulls."""
+    return (k8s_site_id, "k8s") if executor == "kubernetes" else (site_id, "slurm")
