@@ -65,19 +65,60 @@ def _observation_text(phase: str, confidence: str) -> str:
     return phase
 
 
+def action_text(run: ec.Run) -> str:
+    """The Run's action, or ``(planning)`` while an accepted Run has none yet (planning
+    reads it from the Workload revision)."""
+    return run.action or ("(planning)" if run.phase == "accepted" else "")
+
+
+def native_text(run: ec.Run) -> str:
+    """The native state; when the Site can no longer vouch for it (a ``lost`` Run, a
+    ``stale``/``uncertain`` observation) marked as the last known one, with since when
+    the Run's history shows that phase."""
+    if not run.native_state:
+        return ""
+    text = f"{run.native_stage} {run.native_state}".strip()
+    if run.outcome != "lost" and run.observation_confidence not in ("stale", "uncertain"):
+        return text
+    since = ""
+    for t in reversed(run.history):
+        if t.observation_phase != run.observation_phase:
+            break
+        since = timestamp(t.at)
+    return f"{text} (last known" + (f", observed {run.observation_phase} since {since})"
+                                    if since and run.observation_phase else ")")
+
+
+def _attempt_observation(run: ec.Run) -> str:
+    """The observation row: nothing observed for an Attempt the Site refused (a
+    ``prepared`` left from its prepare is no observation of native work)."""
+    attempt = run.attempts[-1] if len(run.attempts) else None
+    if attempt is not None and attempt.state == "refused":
+        return "none (the Site refused the Attempt)"
+    return _observation_text(run.observation_phase, run.observation_confidence)
+
+
+def print_end(run: ec.Run, quiet: bool = False) -> None:
+    """A waited-for Run: its table, or with ``quiet`` one line (id, outcome, reason)."""
+    if not quiet:
+        print_run(run)
+        return
+    reason = f" ({run.reason_code})" if run.reason_code else ""
+    out.print(f"{run.run_id} {run.outcome or run.phase}{reason}", markup=False, highlight=False)
+
+
 def print_run(run: ec.Run) -> None:
     """A Run as a table, then its Attempts."""
     attempt = run.attempts[-1] if len(run.attempts) else None
     elapsed = seconds_between(run.accepted_at, run.ended_at)
     out.print(key_value_table(f"Run {run.run_id}", [
-        ("project", run.project), ("action", run.action), ("action type", run.action_type),
+        ("project", run.project), ("action", action_text(run)), ("action type", run.action_type),
         ("workload", f"{run.workload_id} r{run.revision}"), ("site", run.site_id),
         ("phase", run.phase), ("desired", run.desired_state),
-        ("native state", f"{run.native_stage} {run.native_state}".strip()
-         if run.native_state else ""),
+        ("native state", native_text(run)),
         ("waiting", waiting_text(run.waiting_reason, run.native_wait, run.native_state)
          if run.phase != "terminal" else ""),
-        ("observation", _observation_text(run.observation_phase, run.observation_confidence)),
+        ("observation", _attempt_observation(run)),
         ("outcome", run.outcome), ("reason", run.reason_code), ("why", run.reason_message),
         ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
         ("input", ", ".join(f"{r.role} {r.url}@{r.commit[:12]}" for r in run.repositories)),

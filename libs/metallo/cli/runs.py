@@ -22,9 +22,12 @@ from metallo.cli.render import (
 from metallo.cli.run_view import (
     MAX_LOG_BYTES,
     OUTCOMES,
+    action_text,
     get_run,
     lost_hint,
+    native_text,
     outcome_exit,
+    print_end,
     print_run,
     run_summary,
     unknown_cancel_warning,
@@ -93,15 +96,14 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
 def _run_row(r: ec.Run) -> tuple[str, ...]:
     """A Run's row of ``metallo run list``."""
     waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
-    return (r.run_id, r.action, r.site_id, r.phase,
-            f"{r.native_stage} {r.native_state}".strip() if r.native_state else "",
+    return (r.run_id, action_text(r), r.site_id, r.phase, native_text(r),
             waits, r.outcome or "", timestamp(r.accepted_at))
 
 
 @app.command("wait")
 def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
          output: opt.OutputOpt = Output.table, timeout: opt.WaitTimeout = None,
-         quiet: opt.Quiet = False) -> None:
+         quiet: opt.QuietRun = False) -> None:
     """Wait for a Run to end, showing progress. Exit 0 succeeded, 1 failed/cancelled/lost/timed-out."""
     who, conn = actor(member, project), connection()
 
@@ -113,7 +115,7 @@ def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
     if output is Output.json:
         print_json(run_summary(run))
     else:
-        print_run(run)
+        print_end(run, quiet)
     raise typer.Exit(outcome_exit(run.outcome))
 
 
@@ -122,7 +124,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
            reason: Annotated[str, typer.Option(help="why, for people (≤ 500 characters)")] = "",
            command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
            wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
-           quiet: opt.Quiet = False) -> None:
+           quiet: opt.QuietRun = False) -> None:
     """Ask a Run to stop. With --wait, wait until it has ended."""
     if len(reason) > 500:
         raise CliError("--reason is longer than 500 characters", "shorten it", Exit.USAGE)
@@ -158,7 +160,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
         if caveat:
             err.print(f"warning: {caveat}", markup=False, highlight=False)
         if run is not None:
-            print_run(run)
+            print_end(run, quiet)
     if run is not None:
         raise typer.Exit(Exit.OK if run.outcome in OUTCOMES else Exit.UNCERTAIN)
 
@@ -167,7 +169,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
 def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
           command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
           wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
-          quiet: opt.Quiet = False) -> None:
+          quiet: opt.QuietRun = False) -> None:
     """Start a new Run of the same Workload revision at the same commits (needs runs.rerun)."""
     who, conn = actor(member, project), connection()
 
@@ -186,7 +188,7 @@ def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
         out.print(f"Run {reply.run_id} reruns {reply.rerun_of} (revision {reply.revision}, "
                   f"at {commit}; phase {reply.phase})", markup=False, highlight=False)
         if run is not None:
-            print_run(run)
+            print_end(run, quiet)
     if run is not None:
         raise typer.Exit(outcome_exit(run.outcome))
 
