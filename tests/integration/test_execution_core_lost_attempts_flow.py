@@ -155,6 +155,12 @@ async def test_mark_lost_dry_run_changes_nothing_and_the_real_decision_is_audite
     with pytest.raises(DBAPIError, match="append-only"):
         async with stack.engine.begin() as conn:
             await conn.execute(text("UPDATE run_decisions SET actor = 'm-bob'"))
+    # The dry run is audited as a dry run, the decision as accepted.
+    async with stack.engine.connect() as conn:
+        audited = (await conn.execute(text(
+            "SELECT decision, summary->>'dry_run' AS dry FROM audit_records"
+            " WHERE action = 'run.reconcile' ORDER BY seq"))).all()
+    assert [(a.decision, a.dry) for a in audited] == [("dry-run", "true"), ("accepted", None)]
     # After the end: a dry run says so; a real one is refused.
     after = await stack.client.request(reconcile(True), timeout=15)
     assert not after.eligible and "already ended" in after.explanation

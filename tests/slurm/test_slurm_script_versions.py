@@ -67,7 +67,7 @@ async def test_lfs_inputs_reach_compute_and_lfs_outputs_are_pushed(executor):
     stored = bare / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
     assert stored.read_bytes() == MODEL + b"tuned\n"
     requests = executor.journal.stages(drv.attempt_id)
-    assert all(r.request["script_version"] == SCRIPT_VERSION == 4 for r in requests.values())
+    assert all(r.request["script_version"] == SCRIPT_VERSION == 5 for r in requests.values())
 
 
 async def test_an_attempt_prepared_with_version_1_runs_version_1_throughout(executor):
@@ -145,4 +145,4 @@ async def test_two_attempts_of_one_branch_at_once_both_push_their_outputs(execut
     assert sum("rebasing onto it" in log for log in logs) == 1, logs
     for drv in drivers:
         for row in executor.journal.stages(drv.attempt_id).values():
-            assert row.request["script_version"] == 4
+            assert row.request["script_version"] == SCRIPT_VERSION

@@ -6,7 +6,18 @@ import json
 
 import pytest
 
-from metallo.audit import REDACTED, AuditEntry, affected_ids, redact, redact_text, request_summary
+from metallo.audit import (
+    ACCEPTED,
+    DRY_RUN,
+    REDACTED,
+    REFUSED,
+    AuditEntry,
+    AuditTrail,
+    affected_ids,
+    redact,
+    redact_text,
+    request_summary,
+)
 from metallo.audit.records import append_only_ddl
 from metallo.common.v1 import common_pb2
 from metallo.execution_core.v1 import execution_core_pb2 as ec
@@ -84,3 +95,19 @@ def test_control_characters_are_kept_escaped_since_postgres_stores_no_nul():
 
     assert redact({"x": "a\x00b", "k\x01": "tab\there"}) == {
         "x": "a\\x00b", "k\\x01": "tab\\x09here"}
+
+
+def test_an_accepted_dry_run_is_recorded_as_a_dry_run():
+    trail = AuditTrail("execution_core", {ec.ReconcileRun: "run.reconcile", ec.CancelRun: "run.cancel"})
+    meta = common_pb2.CommandMetadata(command_id="c-1", acting_member="m-ops")
+
+    def decision(command, decided=ACCEPTED, code=""):
+        entry = trail.entry(command, principal="cli", correlation_id=None, decision=decided, code=code)
+        return entry.row()["decision"]
+
+    assert decision(ec.ReconcileRun(metadata=meta, run_id="r-1", dry_run=True)) == DRY_RUN == "dry-run"
+    assert decision(ec.ReconcileRun(metadata=meta, run_id="r-1")) == ACCEPTED
+    # A refused dry run stays a refusal (with its code); a command without the field is unchanged.
+    assert decision(ec.ReconcileRun(metadata=meta, run_id="r-1", dry_run=True),
+                    REFUSED, "not-found") == REFUSED
+    assert decision(ec.CancelRun(metadata=meta, run_id="r-1")) == ACCEPTED

@@ -79,6 +79,17 @@ async def test_a_child_that_dies_at_start_fails_the_stack(layout):
     assert "exiting with 3" in (layout.logs / "flaky.log").read_text()
 
 
+async def test_an_exit_a_restart_cannot_cure_leaves_the_child_stopped_at_once(layout):
+    # The Site Runtime exits 3 on a journal mismatch: restarting it would crash-loop.
+    runtime = Component("runtime", "tests.unit.cli_sleeper", ["3"], final_exits=frozenset({3}))
+    supervisor = sup.Supervisor(layout, Options(executor="local"), [runtime], [], {}, echo=False)
+    result = await asyncio.wait_for(supervisor.run(), 20)
+    assert result == 1
+    log = layout.stack_log.read_text()
+    assert "runtime exited with 3, which a restart does not cure: left stopped" in log
+    assert "restarting" not in log
+
+
 def test_plan_orders_components_and_configures_the_runtime(tmp_path):
     layout = with_broker_users(Layout(tmp_path))
     components, missing = plan(layout, Options(executor="slurm", edge_port=9443))

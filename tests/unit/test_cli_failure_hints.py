@@ -79,3 +79,17 @@ async def test_a_failure_before_any_native_work_points_at_no_log(amqp_url, topol
     shown, _ = await _shown(amqp_url, topology, run)
     assert "failed before any native work started (authorisation-refused: no account" in shown
     assert "no logs" in shown and "run logs" not in shown
+
+
+async def test_a_request_that_never_fits_names_the_resource_and_the_way_to_change_it(
+    amqp_url, topology
+):
+    why = ("memory does not fit: the request asks for 99999 MiB on each of 1 node(s); partition "
+           "compute's nodes have at most 16384 MiB (lower resources.memoryMiB to at most 16384)")
+    run = failed_run(attempt_state="refused", reason_code="slurm-request-never-fits",
+                     message=why, phases=("accepted", "preparing", "starting"))
+    for stderr in await _shown(amqp_url, topology, run):
+        hint = " ".join(stderr[stderr.index("next:"):].split())
+        assert f"(slurm-request-never-fits: {why})" in hint
+        assert "a rerun asks for the same resources" in hint and "actions.yaml" in hint
+        assert "run logs" not in hint and "metallo run rerun" not in hint

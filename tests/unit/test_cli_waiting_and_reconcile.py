@@ -79,7 +79,8 @@ async def test_wait_exits_1_for_a_lost_run(amqp_url, topology):
     async with StandIn(amqp_url, topology, ("execution_core",), {"GetRun": lambda q: lost}):
         waited = await cli("run", "wait", RUN_ID)
     assert waited.code == 1 and "outcome lost (lost-at-site)" in waited.stdout + waited.stderr
-    assert "check at the Site before launching it again" in waited.stderr
+    said = " ".join(waited.stderr.split())
+    assert "Metallo did not stop it" in said and "check there before launching it again" in said
 
 
 def test_list_accepts_the_new_outcomes_and_refuses_others():

@@ -41,7 +41,7 @@ def test_permanent_refusal_is_not_retried():
         d.end == (s.OUTCOME_FAILED, "repository-commit-missing")
         and d.attempt.state == s.ATTEMPT_REFUSED
     )
-    for code in ("authorisation-refused", "member-consent-refused"):
+    for code in ("authorisation-refused", "member-consent-refused", "slurm-request-never-fits"):
         sim2 = Sim(max_attempts=3)
         sim2.step()
         sim2.result("prepare")

@@ -274,6 +274,8 @@ def _verdict(**kw) -> rec.MarkLostVerdict:
 def test_mark_lost_is_allowed_only_while_the_site_cannot_vouch(change, eligible, says):
     verdict = _verdict(**change)
     assert verdict.eligible is eligible and says in verdict.explanation
+    # An allowed mark-lost says plainly that the native work is not stopped by it.
+    assert ("is not stopped" in verdict.explanation) is eligible
 
 
 def test_a_cancel_the_site_does_not_know_is_sent_again_until_a_runtime_knows_it():

@@ -60,3 +60,28 @@ def test_every_site_failure_code_is_documented(code):
     assert _named(code, RUNS) or _named(code, SITE_RUNTIME), (
         f"neither docs/runs.md nor docs/site-runtime.md names the failure code `{code}`"
     )
+
+
+def _section(title: str) -> str:
+    start = RUNS.index(f"\n## {title}\n")
+    end = RUNS.find("\n## ", start + 1)
+    return RUNS[start:end if end != -1 else None]
+
+
+def test_cancellation_and_lost_attempts_agree_on_a_stop_the_site_does_not_know():
+    # A stop refused with an unknown-Attempt code is not done: it joins the streak, is
+    # sent again and ends `lost` (domain/reconciliation.py, attempt_outcomes.stop_loop).
+    from execution_core.domain import reconciliation
+
+    assert {"cancel", "terminate"} <= set(reconciliation.ASKING_KINDS)
+    lost, cancellation = _section("Lost Attempts"), _section("Cancellation")
+    row = next(line for line in cancellation.splitlines()
+               if line.startswith("| the Site does not know the started Attempt"))
+    for code in sorted(reasons.UNKNOWN_ATTEMPT_CODES):
+        assert _named(code, lost) and _named(code, row), code
+    for said in (reasons.WAIT_ATTEMPT_UNKNOWN_AT_SITE, reasons.LOST_AT_SITE, reasons.MARKED_LOST):
+        assert _named(said, lost) and _named(said, row), said
+    assert "not done" in lost and "not done" in row and "sent again" in row
+    assert "as usual" not in row
+    # Neither promises that the native work of a lost Attempt is stopped.
+    assert "native work is not stopped" in lost and "**not stopped**" in row

@@ -56,6 +56,11 @@ def test_journal_lifecycle_survives_reopening(tmp_path):
 def test_another_command_under_a_journaled_sequence_is_refused(tmp_path):
     journal = SqliteDeliveryJournal(tmp_path / "delivery.sqlite")
     journal.journal(command(1, "c-1"))
-    with pytest.raises(JournalMismatch):
+    with pytest.raises(JournalMismatch) as refused:
         journal.journal(command(1, "c-other"))
     assert journal.entry(1).command.command_id == "c-1"
+    # The message says what to do: the journal's path, why, and the way out.
+    said = str(refused.value)
+    assert "(c-1, not c-other)" in said and str(tmp_path / "delivery.sqlite") in said
+    assert "the stream restarted" in said and "move its state directory aside" in said
+    assert "metallo dev up --fresh" in said

@@ -73,16 +73,25 @@ VERSION_4 = {
 }
 
 
-def test_versions_are_frozen_and_new_attempts_get_version_4():
+#: sha256 of version 5's texts as they landed; frozen from then on.
+VERSION_5 = {
+    "stage-in": "4794cc189da77210a9e2a21bca4b059c9f06b68f6af71b3af47e4a740124a756",
+    "compute": "e1c3d006f213cc8885576f2f89a59ca9025ba45cd2497b730b98620e079d6e0a",
+    "stage-out": "d0dd2bec28273ae8b05fc1f59d37d799fd90f010686d9bc597d07a407fd11184",
+}
+
+
+def test_versions_are_frozen_and_new_attempts_get_version_5():
     # An Attempt re-renders the text of its recorded version byte for byte (seed 000,
     # Recovery): a change to a script is a new version, never an edit of one.
-    for version, pinned in ((1, VERSION_1), (2, VERSION_2), (3, VERSION_3), (4, VERSION_4)):
+    for version, pinned in ((1, VERSION_1), (2, VERSION_2), (3, VERSION_3), (4, VERSION_4),
+                            (5, VERSION_5)):
         assert {
             stage: hashlib.sha256(text.encode()).hexdigest()
             for stage, text in SCRIPTS_BY_VERSION[version].items()
         } == pinned, f"version {version} changed"
-    assert SCRIPT_VERSION == 4
-    for version in (2, 3, 4):
+    assert SCRIPT_VERSION == 5
+    for version in (2, 3, 4, 5):
         assert f"script version {version}." in scripts_for(version)["compute"].splitlines()[1]
     # Version 3 changed stage-out only: the rest is version 2's below the first line.
     for stage in ("stage-in", "compute"):
@@ -91,8 +100,14 @@ def test_versions_are_frozen_and_new_attempts_get_version_4():
     for stage in ("stage-in", "stage-out"):
         assert scripts_for(4)[stage].splitlines()[2:] == scripts_for(3)[stage].splitlines()[2:]
     assert scripts_for(4)["compute"].count("srun --quiet --ntasks=1 -- ") == 2
-    with pytest.raises(UnknownScriptVersion, match="version 5"):
-        scripts_for(5)
+    # Version 5 changed compute only: each step appends to the log itself, and a death
+    # by a signal is named.
+    for stage in ("stage-in", "stage-out"):
+        assert scripts_for(5)[stage].splitlines()[2:] == scripts_for(4)[stage].splitlines()[2:]
+    assert scripts_for(5)["compute"].count('exec >>"$0" 2>&1') == 2
+    assert "was killed by signal $signal (SIG$name)" in scripts_for(5)["compute"]
+    with pytest.raises(UnknownScriptVersion, match="version 6"):
+        scripts_for(6)
 
 
 def test_stage_in_pulls_lfs_objects_only_when_a_file_needs_them(tmp_path):

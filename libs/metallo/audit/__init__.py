@@ -5,6 +5,7 @@ what a service audits of its commands (:mod:`~metallo.audit.trail`) and the
 
 from metallo.audit.records import (
     ACCEPTED,
+    DRY_RUN,
     REFUSED,
     AuditEntry,
     add_audit_table,
@@ -18,7 +19,8 @@ from metallo.audit.redaction import REDACTED, redact, redact_text, request_summa
 from metallo.audit.trail import AuditTrail, affected_ids
 
 __all__ = [
-    "ACCEPTED", "REDACTED", "REFUSED", "AuditEntry", "AuditTrail", "add_audit_table",
+    "ACCEPTED", "DRY_RUN", "REDACTED", "REFUSED", "AuditEntry", "AuditTrail",
+    "add_audit_table",
     "affected_ids", "append", "append_only_ddl", "audit_records", "create_audit_table",
     "drop_audit_table", "redact", "redact_text", "request_summary",
 ]

@@ -35,6 +35,9 @@ from metallo.audit.redaction import redact, redact_text
 
 ACCEPTED = "accepted"
 REFUSED = "refused"
+#: A dry run of an audited command: it was asked and answered, and decided nothing.
+DRY_RUN = "dry-run"
+DECISIONS = (ACCEPTED, REFUSED, DRY_RUN)
 #: Most affected ids one record keeps (each id at most 200 characters).
 MAX_AFFECTED = 16
 
@@ -46,8 +49,8 @@ class AuditEntry:
     actor: member id acting ("" when none was named); principal: who sent the
     request (RabbitMQ user, Site edge grant id); project: "" for a platform-wide
     operator decision; action: stable name (``run.launch``); affected: ids the
-    decision concerns; request_id: the command_id; decision: ``accepted`` or
-    ``refused`` with the refusal's ``code``; summary: the request's redacted fields
+    decision concerns; request_id: the command_id; decision: ``accepted``,
+    ``refused`` with the refusal's ``code``, or ``dry-run`` (nothing decided); summary: the request's redacted fields
     (:func:`metallo.audit.redaction.request_summary`).
     """
 
@@ -65,8 +68,9 @@ class AuditEntry:
     def row(self) -> dict[str, Any]:
         """The ``audit_records`` values (bounded, redacted once more: a caller's summary
         or id never carries a secret into the table)."""
-        if self.decision not in (ACCEPTED, REFUSED):
-            raise ValueError(f"decision must be {ACCEPTED} or {REFUSED}, not {self.decision!r}")
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, "
+                             f"not {self.decision!r}")
         affected = {str(k)[:64]: redact_text(str(v)) for k, v in
                     list(self.affected.items())[:MAX_AFFECTED] if v}
         return {

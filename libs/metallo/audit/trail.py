@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from google.protobuf.message import Message
 
-from metallo.audit.records import MAX_AFFECTED, AuditEntry
+from metallo.audit.records import ACCEPTED, DRY_RUN, MAX_AFFECTED, AuditEntry
 from metallo.audit.redaction import request_summary, secret_field
 
 #: Field names (besides ``*_id``) that name what a decision concerns.
@@ -46,6 +46,11 @@ def affected_ids(*messages: Message | None) -> dict[str, str]:
     return found
 
 
+def is_dry_run(command: Message) -> bool:
+    """Whether ``command`` has a ``dry_run`` field and it is set."""
+    return "dry_run" in command.DESCRIPTOR.fields_by_name and bool(command.dry_run)
+
+
 class AuditTrail:
     """The audited commands of one ``service`` and their action names
     (``{LaunchRun: "run.launch"}``); builds their :class:`AuditEntry`."""
@@ -61,8 +66,11 @@ class AuditTrail:
     def entry(self, command: Message, *, principal: str | None, correlation_id: str | None,
               decision: str, code: str = "", reply: Message | None = None) -> AuditEntry:
         """The record of ``decision`` (``accepted`` with its ``reply``, or ``refused`` with
-        its ``code``) on ``command``, sent by ``principal``."""
+        its ``code``) on ``command``, sent by ``principal``. An accepted command whose
+        ``dry_run`` field is set decided nothing: its decision is ``dry-run``."""
         meta = command.metadata
+        if decision == ACCEPTED and is_dry_run(command):
+            decision = DRY_RUN
         return AuditEntry(
             actor=meta.acting_member, principal=principal or "", project=meta.project,
             action=self.actions[command.DESCRIPTOR.full_name], decision=decision, code=code,

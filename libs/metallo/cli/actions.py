@@ -14,7 +14,7 @@ from metallo.cli import options as opt
 from metallo.cli.exits import CliError, Exit
 from metallo.cli.render import Output, as_dict, err, out, print_json
 from metallo.cli.repository import repository_url
-from metallo.cli.run_view import outcome_exit, print_run, run_summary, wait_run
+from metallo.cli.run_view import outcome_exit, print_end, run_summary, wait_run
 from metallo.cli.settings import actor, connection
 from metallo.cli.transport import Platform, command_metadata, derived_command_id
 from metallo.execution_core.v1 import execution_core_pb2 as ec
@@ -30,7 +30,7 @@ def run_action(
     branch: Annotated[str, typer.Option("--branch", "-b", help="branch to read")] = "main",
     commit: Annotated[str, typer.Option(help="exact commit (40 hex) instead of the branch head")] = "",
     member: opt.Member = None, project: opt.Project = None,
-    wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.Quiet = False,
+    wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None, quiet: opt.QuietRun = False,
     command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
 ) -> None:
     """Prepare ACTION at the branch head and launch a Run of that exact revision.
@@ -86,7 +86,7 @@ def run_action(
         print_json({"workload": as_dict(prepared), "launch": as_dict(launched),
                     "run": run_summary(run) if run is not None else None})
     elif run is not None:
-        print_run(run)
+        print_end(run, quiet)
     else:
         out.print(launched.run_id)
     if run is not None:

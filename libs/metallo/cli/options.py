@@ -21,3 +21,6 @@ WaitTimeout = Annotated[float | None, typer.Option(
 CommandId = Annotated[str | None, typer.Option(
     "--command-id", help="UUID of an earlier attempt whose outcome was uncertain (safe retry)")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no progress lines")]
+QuietRun = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="no progress lines; at the end one line (Run, outcome, reason), "
+    "not the Run's table")]

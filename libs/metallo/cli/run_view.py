@@ -65,19 +65,60 @@ def _observation_text(phase: str, confidence: str) -> str:
     return phase
 
 
+def action_text(run: ec.Run) -> str:
+    """The Run's action, or ``(planning)`` while an accepted Run has none yet (planning
+    reads it from the Workload revision)."""
+    return run.action or ("(planning)" if run.phase == "accepted" else "")
+
+
+def native_text(run: ec.Run) -> str:
+    """The native state; when the Site can no longer vouch for it (a ``lost`` Run, a
+    ``stale``/``uncertain`` observation) marked as the last known one, with since when
+    the Run's history shows that phase."""
+    if not run.native_state:
+        return ""
+    text = f"{run.native_stage} {run.native_state}".strip()
+    if run.outcome != "lost" and run.observation_confidence not in ("stale", "uncertain"):
+        return text
+    since = ""
+    for t in reversed(run.history):
+        if t.observation_phase != run.observation_phase:
+            break
+        since = timestamp(t.at)
+    return f"{text} (last known" + (f", observed {run.observation_phase} since {since})"
+                                    if since and run.observation_phase else ")")
+
+
+def _attempt_observation(run: ec.Run) -> str:
+    """The observation row: nothing observed for an Attempt the Site refused (a
+    ``prepared`` left from its prepare is no observation of native work)."""
+    attempt = run.attempts[-1] if len(run.attempts) else None
+    if attempt is not None and attempt.state == "refused":
+        return "none (the Site refused the Attempt)"
+    return _observation_text(run.observation_phase, run.observation_confidence)
+
+
+def print_end(run: ec.Run, quiet: bool = False) -> None:
+    """A waited-for Run: its table, or with ``quiet`` one line (id, outcome, reason)."""
+    if not quiet:
+        print_run(run)
+        return
+    reason = f" ({run.reason_code})" if run.reason_code else ""
+    out.print(f"{run.run_id} {run.outcome or run.phase}{reason}", markup=False, highlight=False)
+
+
 def print_run(run: ec.Run) -> None:
     """A Run as a table, then its Attempts."""
     attempt = run.attempts[-1] if len(run.attempts) else None
     elapsed = seconds_between(run.accepted_at, run.ended_at)
     out.print(key_value_table(f"Run {run.run_id}", [
-        ("project", run.project), ("action", run.action), ("action type", run.action_type),
+        ("project", run.project), ("action", action_text(run)), ("action type", run.action_type),
         ("workload", f"{run.workload_id} r{run.revision}"), ("site", run.site_id),
         ("phase", run.phase), ("desired", run.desired_state),
-        ("native state", f"{run.native_stage} {run.native_state}".strip()
-         if run.native_state else ""),
+        ("native state", native_text(run)),
         ("waiting", waiting_text(run.waiting_reason, run.native_wait, run.native_state)
          if run.phase != "terminal" else ""),
-        ("observation", _observation_text(run.observation_phase, run.observation_confidence)),
+        ("observation", _attempt_observation(run)),
         ("outcome", run.outcome), ("reason", run.reason_code), ("why", run.reason_message),
         ("native jobs", native_jobs_text(attempt.native_jobs) if attempt else ""),
         ("input", ", ".join(f"{r.role} {r.url}@{r.commit[:12]}" for r in run.repositories)),
@@ -108,9 +149,12 @@ def print_run(run: ec.Run) -> None:
     if run.outcome == "failed" and len(run.attempts):
         err.print(f"next: {failure_hint(run)}", markup=False, highlight=False)
     elif run.outcome == "lost":
-        err.print("next: the Site no longer knew its Attempt, so nothing says whether the work "
-                  "ran; check at the Site before launching it again", markup=False)
+        err.print(f"next: {lost_hint(run)}", markup=False, highlight=False)
 
+
+#: Refusals of what the action's ``resources`` ask: the same revision is refused again.
+RESOURCE_REFUSALS = frozenset({"slurm-request-never-fits", "slurm-wall-time-above-limit",
+                               "unsupported-slurm-accelerator-class"})
 
 #: The command a refused Attempt's last phase before the end was waiting for.
 _REFUSED_COMMAND = {"preparing": "prepare", "starting": "start"}
@@ -134,6 +178,35 @@ def _logged_stage(attempt: ec.Attempt) -> str:
     return "compute" if "compute" in stages or not stages else stages[-1]
 
 
+def _jobs_where(run: ec.Run) -> str:
+    attempt = run.attempts[-1] if len(run.attempts) else None
+    jobs = native_jobs_text(attempt.native_jobs) if attempt is not None else ""
+    return (f" (its jobs at {run.site_id or 'the Site'}: {jobs}; on Slurm `scancel` them)"
+            if jobs else "")
+
+
+def lost_hint(run: ec.Run) -> str:
+    """The next step after a Run ended ``lost``: Metallo no longer follows its Attempt
+    and no stop reaches it, so its native work may still run at the Site."""
+    return ("the Site no longer knew its Attempt, so nothing says whether the work ran, and "
+            "Metallo did not stop it (a cancellation does not reach an Attempt no Runtime of "
+            f"the Site knows): stop it at the Site{_jobs_where(run)} and check there before "
+            "launching it again")
+
+
+def unknown_cancel_warning(run: ec.Run) -> str:
+    """What a cancellation of a Run whose Attempt the Site does not know does ("" when
+    the Site knows it): it waits for a Runtime that knows the Attempt; if none answers
+    within the reconciliation period the Attempt ends ``lost`` and its native work is not
+    stopped."""
+    if run.phase == "terminal" or run.waiting_reason != "attempt-unknown-at-site":
+        return ""
+    return ("the Site's Runtime does not know this Run's Attempt now: the cancellation waits "
+            "for a Runtime that knows it (bring back the one that ran it, e.g. the executor it "
+            "ran on). If none answers within the reconciliation period, the Attempt ends lost "
+            f"and its native work is NOT stopped: stop it at the Site{_jobs_where(run)}")
+
+
 def failure_hint(run: ec.Run) -> str:
     """The next step after a failed Run, fitting how its last Attempt ended: a refusal
     says what the Site refused and why (code and member-facing message) and that there
@@ -145,6 +218,11 @@ def failure_hint(run: ec.Run) -> str:
         command = _refused_command(run)
         refused = f"the Site refused Attempt {attempt.number}" + (
             f" at {command}" if command else "")
+        if code in RESOURCE_REFUSALS:
+            return (f"{refused} ({reason}), so nothing ran there and it has no logs; a rerun "
+                    "asks for the same resources: change the action's `resources` in its "
+                    "actions.yaml as the message says, publish it, and launch it again "
+                    "(docs/actions.md, Resources)")
         return (f"{refused} ({reason}), so nothing ran there and it has no logs; fix what the "
                 f"message names (docs/runs.md explains the code), then `metallo run rerun "
                 f"{run.run_id}`")

@@ -22,10 +22,15 @@ from metallo.cli.render import (
 from metallo.cli.run_view import (
     MAX_LOG_BYTES,
     OUTCOMES,
+    action_text,
     get_run,
+    lost_hint,
+    native_text,
     outcome_exit,
+    print_end,
     print_run,
     run_summary,
+    unknown_cancel_warning,
     wait_run,
 )
 from metallo.cli.settings import Actor, actor, connection
@@ -91,15 +96,14 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
 def _run_row(r: ec.Run) -> tuple[str, ...]:
     """A Run's row of ``metallo run list``."""
     waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
-    return (r.run_id, r.action, r.site_id, r.phase,
-            f"{r.native_stage} {r.native_state}".strip() if r.native_state else "",
+    return (r.run_id, action_text(r), r.site_id, r.phase, native_text(r),
             waits, r.outcome or "", timestamp(r.accepted_at))
 
 
 @app.command("wait")
 def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
          output: opt.OutputOpt = Output.table, timeout: opt.WaitTimeout = None,
-         quiet: opt.Quiet = False) -> None:
+         quiet: opt.QuietRun = False) -> None:
     """Wait for a Run to end, showing progress. Exit 0 succeeded, 1 failed/cancelled/lost/timed-out."""
     who, conn = actor(member, project), connection()
 
@@ -111,7 +115,7 @@ def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
     if output is Output.json:
         print_json(run_summary(run))
     else:
-        print_run(run)
+        print_end(run, quiet)
     raise typer.Exit(outcome_exit(run.outcome))
 
 
@@ -120,7 +124,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
            reason: Annotated[str, typer.Option(help="why, for people (≤ 500 characters)")] = "",
            command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
            wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
-           quiet: opt.Quiet = False) -> None:
+           quiet: opt.QuietRun = False) -> None:
     """Ask a Run to stop. With --wait, wait until it has ended."""
     if len(reason) > 500:
         raise CliError("--reason is longer than 500 characters", "shorten it", Exit.USAGE)
@@ -130,12 +134,22 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
         async with Platform(conn) as p:
             reply = await p.request(ec.CancelRun(metadata=command_metadata(who, command_id),
                                                  run_id=run_id, reason=reason))
+            # What the Site knows of the Attempt now: a stop may never reach its work.
+            now = None
+            if reply.outcome in ("", "lost"):
+                try:
+                    now = await get_run(p, who, run_id)
+                except CliError:
+                    now = None  # only a courtesy: the cancellation is recorded regardless
             run = await wait_run(p, who, run_id, timeout=timeout, quiet=quiet) if wait_end else None
-            return reply, run
+            return reply, now, run
 
-    reply, run = _run(body())
+    reply, now, run = _run(body())
+    caveat = "" if now is None else (
+        unknown_cancel_warning(now) or (lost_hint(now) if now.outcome == "lost" else ""))
     if output is Output.json:
-        print_json({"cancel": as_dict(reply), "run": run_summary(run) if run else None})
+        print_json({"cancel": as_dict(reply), "run": run_summary(run) if run else None,
+                    "warning": caveat})
     else:
         if reply.cancel_recorded:
             out.print(f"cancellation of {run_id} recorded (phase {reply.phase})")
@@ -143,8 +157,10 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
             out.print(f"{run_id} had already ended: {reply.outcome}")
         else:
             out.print(f"{run_id}: a cancellation was already recorded (phase {reply.phase})")
+        if caveat:
+            err.print(f"warning: {caveat}", markup=False, highlight=False)
         if run is not None:
-            print_run(run)
+            print_end(run, quiet)
     if run is not None:
         raise typer.Exit(Exit.OK if run.outcome in OUTCOMES else Exit.UNCERTAIN)
 
@@ -153,7 +169,7 @@ def cancel(run_id: str, member: opt.Member = None, project: opt.Project = None,
 def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
           command_id: opt.CommandId = None, output: opt.OutputOpt = Output.table,
           wait_end: opt.Wait = False, timeout: opt.WaitTimeout = None,
-          quiet: opt.Quiet = False) -> None:
+          quiet: opt.QuietRun = False) -> None:
     """Start a new Run of the same Workload revision at the same commits (needs runs.rerun)."""
     who, conn = actor(member, project), connection()
 
@@ -172,7 +188,7 @@ def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
         out.print(f"Run {reply.run_id} reruns {reply.rerun_of} (revision {reply.revision}, "
                   f"at {commit}; phase {reply.phase})", markup=False, highlight=False)
         if run is not None:
-            print_run(run)
+            print_end(run, quiet)
     if run is not None:
         raise typer.Exit(outcome_exit(run.outcome))
 

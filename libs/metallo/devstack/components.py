@@ -19,6 +19,8 @@ from metallo.messaging.topology import Topology
 
 SLURM_LAB_STATE = Path(os.environ.get("METALLO_SLURM_LAB_STATE", "/var/lib/metallo-slurm-lab"))
 K8S_SITE_ID = "lab-k8s"
+#: ``python -m site_runtime`` exits 2 for bad settings and 3 for a journal mismatch.
+RUNTIME_FINAL_EXITS = frozenset({2, 3})
 LAB_ACCOUNTS_FILE = "lab-accounts.json"    # the lab issuer's logins (password hashes)
 LAB_PASSWORDS_FILE = "lab-passwords.json"  # their passwords, for `metallo dev login`
 SERVICES = ("site_coordination", "workload_portfolio", "execution_core", "pipeline_coordination")
@@ -80,6 +82,9 @@ class Component:
     # so that one tells its commands and queries are both served) | https:<url> | ops
     # (its own /readyz: a second replica, whose queue and edge port the first already serves)
     ready: str = "process"
+    # Exit statuses a restart cannot cure (the Site Runtime's bad settings, journal
+    # mismatch): the supervisor leaves the component stopped and ``failed`` at once.
+    final_exits: frozenset[int] = frozenset()
 
     @property
     def ops_url(self) -> str | None:
@@ -266,7 +271,7 @@ def runtime_component(layout: Layout, options: Options) -> Component:
             "SLURM_JWKS_URL": f"file:{SLURM_LAB_STATE / 'issuer' / 'jwks.json'}",
             "SLURM_WORKSPACE_ROOT": str(SLURM_LAB_STATE / "workspaces"),
         })
-    return Component("site_runtime", "site_runtime", [], env)
+    return Component("site_runtime", "site_runtime", [], env, final_exits=RUNTIME_FINAL_EXITS)
 
 
 def kubernetes_runtime_component(layout: Layout, options: Options) -> Component:
@@ -287,4 +292,5 @@ def kubernetes_runtime_component(layout: Layout, options: Options) -> Component:
         # The Pods (member users) read the lab Git server's CA from a world-readable copy.
         "REPOSITORY_CA_FILE": str(layout.root / "public" / "ca.pem"),
     }
-    return Component("site_runtime_k8s", "site_runtime", [], env)
+    return Component("site_runtime_k8s", "site_runtime", [], env,
+                     final_exits=RUNTIME_FINAL_EXITS)

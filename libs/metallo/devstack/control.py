@@ -122,7 +122,6 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             f"{live['executor']}); `metallo dev down` stops it")
         return live
     chosen = choose_executor(executor)
-    previous = None if fresh else (read_state(layout) or {}).get("executor")
     # The lab first: a second Runtime serves lab-k8s only when its API answers.
     k8s_lab = ensure_k8s_lab(say)
     kubernetes = bool(k8s_lab["running"])
@@ -173,8 +172,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
                     shown[name] = comp["state"]
                     say(f"  {name:<24} {comp['state']}")
             if state["status"] == "ready":
-                if previous and previous != chosen:
-                    warn_switched_executor(options, previous, chosen, say)
+                warn_switched_executor(options, chosen, say, layout)
                 return state
             if state["status"] in ("failed", "stopped"):
                 break
@@ -217,23 +215,50 @@ def warn_active_runs(options: Options, say=print) -> int:
     return active
 
 
-def warn_switched_executor(options: Options, previous: str, chosen: str, say=print) -> int:
-    """After ``dev up`` with another executor than the stack last ran: say how many Runs
-    are still active on the Site (their Attempts belong to the ``previous`` executor's
-    Runtime, which no longer runs); return that count (0 when Execution Core cannot
-    tell)."""
-    try:
-        active = asyncio.run(count_active_runs(options, site_id=options.site_id))
-    except Exception:  # noqa: BLE001 - only a courtesy: the stack is up regardless
-        return 0
-    if active:
-        say(f"warning: {active} Run(s) on {options.site_id} are still active from when the "
-            f"stack ran the {previous} executor. The {chosen} Runtime does not know their "
-            "Attempts: they wait with `attempt-unknown-at-site`, a cancellation of them waits "
-            "too, and they end `lost` after the reconciliation period (15 minutes) — unless "
-            f"`metallo dev down` and `metallo dev up --executor {previous}` bring their "
-            "Runtime back first. `metallo run list --active` shows them.")
-    return active
+def period_text(seconds: float) -> str:
+    """``15 minutes``, ``90 s``, ``2 hours``: a period for people."""
+    if seconds >= 7200 and seconds % 3600 == 0:
+        return f"{seconds / 3600:.0f} hours"
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds:.0f} s"
+
+
+def warn_switched_executor(options: Options, chosen: str, say=print,
+                           layout: Layout | None = None) -> int:
+    """After ``dev up``: say, for each other executor whose Runtime started Attempts on
+    the Site (its delivery journal under ``var/dev/runtime/<executor>``), how many Runs
+    are still active on one of those Attempts — the ``chosen`` executor's Runtime does
+    not know them — with Execution Core's reconciliation period. Returns how many in all
+    (0 also when Execution Core cannot tell)."""
+    from metallo.devstack.operator import count_active_attempts
+    from metallo.devstack.runtime_state import executor_states, started_attempts
+
+    layout = layout or Layout.default()
+    total = 0
+    for executor, state_dir in executor_states(layout.runtime).items():
+        if executor in (chosen, "kubernetes"):  # the Kubernetes lab has a Site of its own
+            continue
+        attempts = sorted(started_attempts(state_dir))
+        if not attempts:
+            continue
+        try:
+            active, lost_after = asyncio.run(count_active_attempts(
+                options, options.site_id, attempts[-10_000:]))
+        except Exception:  # noqa: BLE001 - only a courtesy: the stack is up regardless
+            return total
+        if not active:
+            continue
+        total += active
+        period = f" ({period_text(lost_after)})" if lost_after else ""
+        say(f"warning: {active} Run(s) on {options.site_id} are still active on Attempts "
+            f"the {executor} executor's Runtime started. The {chosen} Runtime does not know "
+            "them: they wait with `attempt-unknown-at-site`, a cancellation of them waits too, "
+            f"and they end `lost` after the reconciliation period{period}, their native work "
+            f"not stopped — unless `metallo dev down` and `metallo dev up --executor "
+            f"{executor}` bring their Runtime back first. `metallo run list --active` shows "
+            "them.")
+    return total
 
 
 def down(say=print) -> bool:

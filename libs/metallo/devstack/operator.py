@@ -122,6 +122,16 @@ async def count_active_runs(options: Options, timeout: float = 5.0,
     return int(reply.active)
 
 
+async def count_active_attempts(options: Options, site_id: str, attempt_ids: list[str],
+                                timeout: float = 5.0) -> tuple[int, float]:
+    """How many Runs on ``site_id`` are not terminal and have one of ``attempt_ids`` as
+    their current Attempt, and Execution Core's reconciliation period (seconds)."""
+    reply = await operator_request(options, ec.CountActiveRuns(
+        metadata={"acting_member": dev_operator()}, site_id=site_id,
+        attempt_ids=attempt_ids), timeout=timeout)
+    return int(reply.active), float(reply.lost_after_seconds)
+
+
 def runtime_grant_hooks(layout: Layout, options: Options) -> tuple[dict, dict]:
     """The supervisor's ``before_start`` and ``after_stop`` hooks of each Site Runtime:
     create its grant (``grant_id`` / ``k8s_grant_id`` in state.json), revoke it

@@ -210,6 +210,72 @@ def ensure_lab_accounts(layout: Layout) -> list[str]:
     return [a.username for a in accounts]
 
 
+#: The next step when a Runtime's journal holds commands Site Coordination never issued.
+STALE_JOURNAL_HINT = ("run `metallo dev up --fresh`: it drops the dev databases and clears "
+                      "the Site Runtimes' journals together (their Runs and Pipelines are lost)")
+
+
+async def issued(url: str, site_id: str, environment: str,
+                 last: tuple[int, str]) -> tuple[bool, int]:
+    """Whether Site Coordination (database ``url``) issued the command ``last``
+    (sequence, command_id) on the stream, and how many commands that stream holds."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        held = await conn.fetchval(
+            "SELECT count(*) FROM site_commands WHERE site_id = $1 AND environment = $2",
+            site_id, environment)
+        same = await conn.fetchval(
+            "SELECT 1 FROM site_commands WHERE site_id = $1 AND environment = $2"
+            " AND sequence = $3 AND command_id = $4", site_id, environment, *last)
+        return bool(same), int(held)
+    finally:
+        await conn.close()
+
+
+async def check_runtime_journals(layout: Layout, options: Options, say=print) -> list[str]:
+    """Compare each Site Runtime's delivery journal under ``layout.runtime`` with Site
+    Coordination's stream it pulls: the newest journaled command must be one Site
+    Coordination issued at that sequence.
+
+    A journal of a stream Site Coordination no longer holds at all (its database was
+    dropped: a new stream numbers its commands from 1 again) belongs to a stream that
+    is gone: it is cleared, as ``--fresh`` clears it, and said; returns the executors
+    cleared. A journal that disagrees with a stream that still holds commands is
+    refused (``dev-runtime-journal-stale``, hinting ``--fresh``): nothing is guessed."""
+    from metallo.devstack.components import K8S_SITE_ID
+    from metallo.devstack.runtime_state import executor_states, last_journaled, stream_of
+    from metallo.persistence.engine import database_url
+
+    url = database_url("site_coordination")
+    cleared = []
+    for executor, state_dir in executor_states(layout.runtime).items():
+        last = last_journaled(state_dir)
+        if last is None:
+            continue
+        site_id, environment = stream_of(executor, options.site_id, K8S_SITE_ID)
+        same, held = await issued(url, site_id, environment, last)
+        if same:
+            continue
+        if held:
+            raise PrepareError(
+                f"the {executor} Site Runtime's journal ({state_dir}) does not match Site "
+                f"Coordination's ({site_id}, {environment}) stream: its sequence {last[0]} "
+                "was issued as another command (the databases were restored or replaced "
+                "while the journal was kept)", hint=STALE_JOURNAL_HINT,
+                code="dev-runtime-journal-stale")
+        shutil.rmtree(state_dir, ignore_errors=True)
+        cleared.append(executor)
+        say(f"cleared the {executor} Site Runtime's journal ({state_dir}): it holds commands of "
+            f"a ({site_id}, {environment}) stream Site Coordination no longer has (its database "
+            "is new). Native work those commands started is not adopted: Slurm jobs of them run "
+            "on until they end (`squeue --me`, `scancel`)")
+    return cleared
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What ``prepare`` made: migrated services and the CA file. The runtime grant is
@@ -234,6 +300,8 @@ async def prepare(layout: Layout, options: Options, say=print, fresh: bool = Fal
     say("migrating the service databases")
     migrated = await migrate_all(say)
     say(f"migrated: {', '.join(migrated) or 'none'}")
+    if "site_coordination" in migrated:
+        await check_runtime_journals(layout, options, say)
     if vhost_of(options.amqp_url) == "/":
         raise PrepareError("the dev stack runs on its own RabbitMQ virtual host, never on `/` "
                            "(where `guest` has every right): set METALLO_DEV_AMQP_URL to e.g. "

@@ -4,7 +4,8 @@ Each component runs as a child process; its stdout and stderr lines are prefixed
 with its name and written to ``logs/stack.log``, ``logs/<name>.log`` and (in the
 foreground) the terminal. A child that exits while the stack runs is restarted
 after a growing pause (1, 2, 4 … 30 s); after 5 restarts within 120 s it is left
-stopped and marked ``failed``. SIGTERM/SIGINT stop the children in reverse start
+stopped and marked ``failed`` — at once when its exit status is one of the
+component's ``final_exits`` (a restart would fail the same way). SIGTERM/SIGINT stop the children in reverse start
 order (SIGTERM, then SIGKILL after 15 s). ``state.json`` says what runs.
 
 Hooks run around one component: ``before_start[name]()`` once, just before its
@@ -140,6 +141,13 @@ class Supervisor:
             if child.reader:
                 await child.reader
             if self.stopping.is_set():
+                return
+            if code in child.component.final_exits:
+                child.state = "failed"
+                self.line("supervisor", f"{child.component.name} exited with {code}, which a "
+                          "restart does not cure: left stopped; its last lines say why and what "
+                          f"to do ({self.layout.logs / (child.component.name + '.log')})")
+                self.write_state()
                 return
             now = time.monotonic()
             child.restarts = [t for t in child.restarts if now - t < RESTART_WINDOW_SECONDS]

@@ -83,10 +83,12 @@ def register_requests(
 
 
 def register_operator_requests(
-    server: CommandServer, drains: SiteDrainStore, authority: OperatorAuthority
+    server: CommandServer, drains: SiteDrainStore, authority: OperatorAuthority,
+    *, settings: Settings | None = None,
 ) -> None:
     """Serve the operator requests DrainSite, ResumeSite (commands) and ListSiteDrains,
     CountActiveRuns (queries) on ``server``."""
+    settings = settings or Settings()
 
     @server.command(pb.DrainSite)
     async def drain(session, cmd):
@@ -102,7 +104,9 @@ def register_operator_requests(
 
     @server.query(pb.CountActiveRuns)
     async def count_active(session, q):
-        return await operators.count_active_runs(session, q, drains=drains, authority=authority)
+        return await operators.count_active_runs(
+            session, q, drains=drains, authority=authority,
+            lost_after_seconds=settings.lost_after_seconds)
 
 
 def register_events(

@@ -76,7 +76,8 @@ class ExecutionCore:
             self.server, self.store, self.authority, self.outbox, settings=self.settings
         )
         self.drains = SqlSiteDrainStore()
-        register_operator_requests(self.server, self.drains, self.authority)
+        register_operator_requests(self.server, self.drains, self.authority,
+                                   settings=self.settings)
         register_audit_query(self.server, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
         register_events(self.consumer, self.store)

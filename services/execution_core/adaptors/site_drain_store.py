@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import and_, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -63,12 +65,15 @@ class SqlSiteDrainStore:
             .group_by(runs.c.site_id))
         return {r.site_id: int(r.n) for r in rows}
 
-    async def count_active(self, session: AsyncSession, site_id: str | None = None) -> int:
+    async def count_active(self, session: AsyncSession, site_id: str | None = None,
+                           attempt_ids: Sequence[str] | None = None) -> int:
         """Runs not terminal yet (accepted ones too); with ``site_id`` only those placed
-        on that Site."""
+        on that Site, with ``attempt_ids`` only those whose current Attempt is one of them."""
         query = select(func.count()).select_from(runs).where(runs.c.phase != _TERMINAL)
         if site_id is not None:
             query = query.where(runs.c.site_id == site_id)
+        if attempt_ids is not None:
+            query = query.where(runs.c.current_attempt_id.in_(list(attempt_ids)))
         return int((await session.execute(query)).scalar_one())
 
     async def wake_held(self, session: AsyncSession, site_id: str, code: str) -> int:

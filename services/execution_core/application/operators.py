@@ -88,11 +88,21 @@ async def list_site_drains(session: AsyncSession, q: pb.ListSiteDrains, *,
                                           for r in await drains.drains(session)])
 
 
+#: Most attempt ids one CountActiveRuns may name.
+MAX_COUNTED_ATTEMPTS = 10_000
+
+
 async def count_active_runs(session: AsyncSession, q: pb.CountActiveRuns, *,
-                            drains: SiteDrainStore, authority: OperatorAuthority
-                            ) -> pb.CountActiveRunsReply:
+                            drains: SiteDrainStore, authority: OperatorAuthority,
+                            lost_after_seconds: float) -> pb.CountActiveRunsReply:
     """Runs of the whole platform not terminal yet, or with ``site_id`` those placed on
-    that Site (``platform.read``)."""
+    that Site, with ``attempt_ids`` those whose current Attempt is one of them
+    (``platform.read``); the reply names the reconciliation period too."""
     check_operator(authority, q.metadata.acting_member, "platform.read")
+    if len(q.attempt_ids) > MAX_COUNTED_ATTEMPTS:
+        raise Rejected(reasons.INVALID_ARGUMENT,
+                       f"at most {MAX_COUNTED_ATTEMPTS} attempt_ids at once")
     site_id = q.site_id[:128] or None
-    return pb.CountActiveRunsReply(active=await drains.count_active(session, site_id))
+    attempt_ids = [a[:128] for a in q.attempt_ids] if len(q.attempt_ids) else None
+    active = await drains.count_active(session, site_id, attempt_ids)
+    return pb.CountActiveRunsReply(active=active, lost_after_seconds=lost_after_seconds)

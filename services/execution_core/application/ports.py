@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -325,8 +326,11 @@ class SiteDrainStore(Protocol):
         """Runs not terminal yet per target Site."""
         ...
 
-    async def count_active(self, session: AsyncSession) -> int:
-        """Runs of the whole platform not terminal yet (accepted ones too)."""
+    async def count_active(self, session: AsyncSession, site_id: str | None = None,
+                           attempt_ids: Sequence[str] | None = None) -> int:
+        """Runs of the whole platform not terminal yet (accepted ones too); with
+        ``site_id`` those placed on that Site, with ``attempt_ids`` those whose current
+        Attempt is one of them."""
         ...
 
     async def wake_held(self, session: AsyncSession, site_id: str, code: str) -> int:

@@ -65,6 +65,7 @@ PERMANENT_SITE_REFUSALS = frozenset(
         "repository-not-served",  # the Site's Git server does not serve the repository
         "unsupported-slurm-accelerator-class",
         "slurm-wall-time-above-limit",
+        "slurm-request-never-fits",  # what the nodes are, not what is free: a retry fits no better
         DISPATCH_DEADLINE_PASSED,
         "start-fenced",
         "invalid-spec",

@@ -148,6 +148,15 @@ def stale_check_at(
     return at if at > now else None
 
 
+#: What a lost Attempt's native work becomes: no stop reaches it (no Runtime that
+#: knows it answers), so it may still run and must be stopped at the Site.
+NOT_STOPPED = (
+    "Its native work is not stopped by this (nor by a cancellation: no Runtime of the Site "
+    "that knows the Attempt answers) and may still run: stop it at the Site (the jobs "
+    "`metallo run show` lists), or bring back the Runtime that holds it and cancel instead"
+)
+
+
 @dataclass(frozen=True)
 class MarkLostVerdict:
     """Whether ``mark-lost`` is allowed now, and the explanation an operator sees."""
@@ -191,15 +200,15 @@ def mark_lost_verdict(
             True,
             f"the Site answered {silence_.answers} time(s) since {_hms(silence_.since)} that it does "
             f"not know Attempt {attempt_number}; it would be ended lost in {left:.0f} s anyway. "
-            f"mark-lost ends it now as lost (reason marked-lost) and frees its slot; {then}",
+            f"mark-lost ends it now as lost (reason marked-lost) and frees its slot; {then}. "
+            f"{NOT_STOPPED}",
         )
     if confidence_ in (s.CONFIDENCE_UNCERTAIN, s.CONFIDENCE_STALE):
         what = "its start has no result" if start.outcome is None else f"its observation is {confidence_}"
         return MarkLostVerdict(
             True,
             f"the Site cannot vouch for Attempt {attempt_number} ({what}). mark-lost ends it now as "
-            f"lost (reason marked-lost) and frees its slot; if its native work still runs, "
-            f"Metallo no longer follows it; {then}",
+            f"lost (reason marked-lost) and frees its slot; {then}. {NOT_STOPPED}",
         )
     return MarkLostVerdict(
         False,

@@ -110,7 +110,12 @@ class SqliteDeliveryJournal(SqliteJournal):
                 )
             elif row["command_id"] != command.command_id:
                 raise JournalMismatch(
-                    f"sequence {command.sequence} is journaled with another command_id"
+                    f"sequence {command.sequence} is journaled with another command_id "
+                    f"({row['command_id']}, not {command.command_id}): this journal "
+                    f"({self.path}) belongs to another stream, or the stream restarted (Site "
+                    "Coordination's database is new or was restored). Stop the Runtime, move "
+                    "its state directory aside and start it again; native work of the old "
+                    "stream is then not adopted (with the dev stack: `metallo dev up --fresh`)"
                 )
         entry = self.entry(command.sequence)
         assert entry is not None

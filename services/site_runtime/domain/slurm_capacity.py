@@ -67,50 +67,56 @@ def _gres_wanted(tres_per_node: str | None) -> tuple[str, int] | None:
     return ":".join(parts[:-1]), int(parts[-1])
 
 
+def _refusal(resource: str, asked: str, allowed: str, key: str, most: int | None) -> str:
+    """The member-facing text: which resource does not fit, what was asked, what the
+    partition allows, and which ``resources`` key of the action to lower."""
+    lower = (f"lower resources.{key} to at most {most}" if most
+             else f"drop resources.{key} or use another Site")
+    return f"{resource} does not fit: the request asks for {asked}; {allowed} ({lower})"
+
+
 def never_fits(compute: Mapping[str, Any], partition: PartitionRecord) -> str | None:
     """The member-facing reason ``compute`` (the saved compute request: ``cpus``,
-    ``memory_mib``, ``nodes``, ``tres_per_node``) can never run on ``partition``;
-    None when some set of its nodes could hold it."""
+    ``memory_mib``, ``nodes``, ``tres_per_node``) can never run on ``partition``, naming
+    the resource, what the partition allows (with its unit) and the action's
+    ``resources`` key to change; None when some set of its nodes could hold it."""
     nodes_wanted = int(compute.get("nodes") or 1)
     cpus = int(compute.get("cpus") or 1)
     memory = int(compute.get("memory_mib") or 0)
     gres = _gres_wanted(compute.get("tres_per_node"))
     name = partition.name
     if partition.max_nodes_per_job is not None and nodes_wanted > partition.max_nodes_per_job:
-        return (
-            f"the request asks for {nodes_wanted} nodes; partition {name} allows at most "
-            f"{partition.max_nodes_per_job} per job"
-        )
+        most = partition.max_nodes_per_job
+        return _refusal("nodes", f"{nodes_wanted} nodes",
+                        f"partition {name} allows at most {most} per job", "nodes", most)
     if nodes_wanted > len(partition.nodes):
-        return (
-            f"the request asks for {nodes_wanted} nodes; partition {name} has "
-            f"{len(partition.nodes)}"
-        )
+        most = len(partition.nodes)
+        return _refusal("nodes", f"{nodes_wanted} nodes", f"partition {name} has {most}",
+                        "nodes", most)
     if partition.max_cpus_per_node is not None and cpus > partition.max_cpus_per_node:
-        return (
-            f"the request asks for {cpus} CPUs per node; partition {name} allows at most "
-            f"{partition.max_cpus_per_node}"
-        )
+        most = partition.max_cpus_per_node
+        return _refusal("CPUs", f"{cpus} CPUs per node",
+                        f"partition {name} allows at most {most} CPUs per node", "cpus", most)
     limit = partition.max_memory_per_node_mib
     if limit is not None and memory > limit:
-        return (
-            f"the request asks for {memory} MiB per node; partition {name} allows at most "
-            f"{limit} MiB"
-        )
+        return _refusal("memory", f"{memory} MiB per node",
+                        f"partition {name} allows at most {limit} MiB per node", "memoryMiB",
+                        limit)
     checks = [
-        ("CPUs", cpus, lambda n: n.cpus),
-        ("MiB of memory", memory, lambda n: n.memory_mib),
+        ("CPUs", "cpus", " CPUs", cpus, lambda n: n.cpus),
+        ("memory", "memoryMiB", " MiB", memory, lambda n: n.memory_mib),
     ]
     if gres is not None:
-        checks.append((f"{gres[0]} GPUs", gres[1], lambda n: n.gres.get(gres[0], 0)))
-    for what, wanted, has in checks:
+        checks.append((f"GPUs ({gres[0]})", "gpus", f" {gres[0]} GPUs", gres[1],
+                       lambda n: n.gres.get(gres[0], 0)))
+    for resource, key, unit, wanted, has in checks:
         enough = sorted((has(n) for n in partition.nodes), reverse=True)
         if len([h for h in enough if h >= wanted]) < nodes_wanted:
             best = enough[nodes_wanted - 1] if len(enough) >= nodes_wanted else 0
-            return (
-                f"the request asks for {wanted} {what} on each of {nodes_wanted} node(s); "
-                f"partition {name} has at most {best}"
-            )
+            return _refusal(resource, f"{wanted}{unit} on each of {nodes_wanted} node(s)",
+                            f"partition {name}'s nodes have at most {best}{unit}"
+                            + (f" on {nodes_wanted} of them" if nodes_wanted > 1 else ""),
+                            key, best)
     fitting = [
         n
         for n in partition.nodes
@@ -119,9 +125,10 @@ def never_fits(compute: Mapping[str, Any], partition: PartitionRecord) -> str | 
         and (gres is None or n.gres.get(gres[0], 0) >= gres[1])
     ]
     if len(fitting) < nodes_wanted:
+        together = f"{cpus} CPUs, {memory} MiB" + (f" and {gres[1]} {gres[0]} GPUs" if gres else "")
         return (
-            f"no {nodes_wanted} node(s) of partition {name} have {cpus} CPUs, {memory} MiB"
-            + (f" and {gres[1]} {gres[0]} GPUs" if gres else "")
-            + " each"
+            f"CPUs, memory and GPUs together do not fit: no {nodes_wanted} node(s) of "
+            f"partition {name} have {together} each, though each fits alone on some node "
+            "(lower resources.cpus, memoryMiB or gpus)"
         )
     return None

@@ -57,25 +57,34 @@ GPU = PartitionRecord(
 # (case, partition, request, fragment of the message or None when it fits)
 CASES = [
     ("fits the lab", lab_partition(), {"cpus": 8, "memory_mib": 16384, "nodes": 1}, None),
-    ("too many CPUs on the lab", lab_partition(), {"cpus": 9, "nodes": 1}, "9 CPUs"),
-    ("too much memory on the lab", lab_partition(), {"cpus": 1, "memory_mib": 16385}, "16385 MiB"),
-    ("more nodes than the lab has", lab_partition(), {"nodes": 2}, "has 1"),
-    ("more nodes than allowed per job", GPU, {"nodes": 3}, "at most 2 per job"),
-    ("above the per-node memory limit", GPU, {"memory_mib": 400_000}, "at most 300000 MiB"),
+    ("too many CPUs on the lab", lab_partition(), {"cpus": 9, "nodes": 1},
+     "CPUs does not fit: the request asks for 9 CPUs on each of 1 node(s); partition compute's "
+     "nodes have at most 8 CPUs (lower resources.cpus to at most 8)"),
+    ("too much memory on the lab", lab_partition(), {"cpus": 1, "memory_mib": 16385},
+     "memory does not fit: the request asks for 16385 MiB on each of 1 node(s); partition "
+     "compute's nodes have at most 16384 MiB (lower resources.memoryMiB to at most 16384)"),
+    ("more nodes than the lab has", lab_partition(), {"nodes": 2},
+     "nodes does not fit: the request asks for 2 nodes; partition compute has 1 "
+     "(lower resources.nodes to at most 1)"),
+    ("more nodes than allowed per job", GPU, {"nodes": 3}, "allows at most 2 per job (lower resources.nodes to at most 2)"),
+    ("above the per-node memory limit", GPU, {"memory_mib": 400_000},
+     "allows at most 300000 MiB per node (lower resources.memoryMiB to at most 300000)"),
     ("GPUs on one node", GPU, {"cpus": 8, "tres_per_node": "gres:gpu:a100:4"}, None),
-    ("GPUs no node has", GPU, {"tres_per_node": "gres:gpu:a100:8"}, "gpu:a100 GPUs"),
+    ("GPUs no node has", GPU, {"tres_per_node": "gres:gpu:a100:8"},
+     "GPUs (gpu:a100) does not fit: the request asks for 8 gpu:a100 GPUs on each of 1 node(s); "
+     "partition gpu's nodes have at most 4 gpu:a100 GPUs (lower resources.gpus to at most 4)"),
     ("GPUs on two nodes", GPU, {"nodes": 2, "tres_per_node": "gres:gpu:a100:2"}, None),
     (
         "GPUs of a type on too few nodes",
         GPU,
         {"nodes": 2, "tres_per_node": "gres:gpu:v100:1"},
-        "has at most 0",
+        "have at most 0 gpu:v100 GPUs on 2 of them (drop resources.gpus or use another Site)",
     ),
     (
         "each limit fits alone, no node has all",
         GPU,
         {"cpus": 64, "tres_per_node": "gres:gpu:1"},
-        "no 1 node(s)",
+        "no 1 node(s) of partition gpu have 64 CPUs, 0 MiB and 1 gpu GPUs each",
     ),
 ]
 

@@ -510,18 +510,22 @@ class RunLogRead(_message.Message):
     def __init__(self, read_id: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., stage: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., reason_code: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., requested_offset: _Optional[int] = ...) -> None: ...
 
 class CountActiveRuns(_message.Message):
-    __slots__ = ("metadata", "site_id")
+    __slots__ = ("metadata", "site_id", "attempt_ids")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_IDS_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.QueryMetadata
     site_id: str
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., site_id: _Optional[str] = ...) -> None: ...
+    attempt_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.QueryMetadata, _Mapping]] = ..., site_id: _Optional[str] = ..., attempt_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CountActiveRunsReply(_message.Message):
-    __slots__ = ("active",)
+    __slots__ = ("active", "lost_after_seconds")
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    LOST_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     active: int
-    def __init__(self, active: _Optional[int] = ...) -> None: ...
+    lost_after_seconds: float
+    def __init__(self, active: _Optional[int] = ..., lost_after_seconds: _Optional[float] = ...) -> None: ...
 
 class DrainSite(_message.Message):
     __slots__ = ("metadata", "site_id", "reason")

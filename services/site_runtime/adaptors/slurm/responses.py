@@ -90,7 +90,7 @@ def step_signal(
 ) -> tuple[int | None, int | None]:
     """``(exit code, signal)`` of a job whose batch script ended non-zero because one of
     its job steps died by a signal (``derived``, the job's derived exit code, says
-    which): that signal, no exit code — the compute script (version 4) runs each
+    which): that signal, no exit code — the compute script (version 4 on) runs each
     command as a step and can only pass the death on as ``128+N``. Otherwise ``(code,
     signal)`` unchanged, so a command's own ``exit 137`` stays exit code 137."""
     if signal is None and code not in (None, 0) and derived[1]:

@@ -44,6 +44,13 @@ script is therefore a new version beside the old ones, never an edit of an old o
   killed by a signal is recorded as that signal in the step record (Slurm's derived
   exit code: SIGKILL → signal 9) instead of bash's ``exit 128+N``, while a command's
   own ``exit 137`` stays exit code 137. The rest is version 3's.
+* version 5 — compute: a step's output no longer passes through Slurm's I/O
+  forwarding, which dropped the last lines of a step killed by a signal (about one
+  step in two on the lab): when the job's log is a regular file, the job reopens it
+  for appending and each step's command appends to it itself; and the log names a
+  death by a signal ("command 0 was killed by signal 9 (SIGKILL)") instead of
+  "exited with 137", telling it from a command's own ``exit 137`` by what ``srun``
+  said of the task. The rest is version 4's.
 """
 
 from __future__ import annotations
@@ -327,6 +334,60 @@ _COMPUTE_V4 = _COMPUTE.replace(
     _RUN_SHELL, '    srun --quiet --ntasks=1 -- /bin/sh -c "${!shell_var}"\n'
 ).replace(_RUN_ARGV, '    srun --quiet --ntasks=1 -- "${argv[@]}"\n')
 
+# Version 5's compute is version 4's with the log appended to by each step itself and a
+# death by a signal named (derived, so the rest stays byte-identical).
+_LOG_SETUP_V5 = r"""# The job's log, when a regular file: reopened for appending, and appended to by each
+# step's command itself (Slurm's I/O forwarding drops the last lines of a killed step).
+log=""
+if [ -f "/proc/$$/fd/1" ]; then
+  log="$(readlink -f "/proc/$$/fd/1")" && exec >>"$log" 2>&1 || log=""
+fi
+# Metallo's own lines start on a line of their own, after a command's last words.
+on_a_new_line() {
+  if [ -n "$log" ] && [ -n "$(tail -c 1 -- "$log" 2>/dev/null)" ]; then printf '\n'; fi
+}
+status=0
+"""
+# srun's own words (its standard error) are kept to tell a signal from an exit; what
+# the step forwards on standard output goes on to the log (fd 3).
+_STEP_SHELL_V5 = r"""    { said="$(srun --quiet --ntasks=1 -- /bin/sh -c \
+      'if [ -n "$0" ]; then exec >>"$0" 2>&1; fi; exec /bin/sh -c "$1"' \
+      "$log" "${!shell_var}" 2>&1 >&3 3>&-)"; } 3>&1
+"""
+_STEP_ARGV_V5 = r"""    { said="$(srun --quiet --ntasks=1 -- /bin/sh -c \
+      'if [ -n "$0" ]; then exec >>"$0" 2>&1; fi; exec "$@"' \
+      "$log" "${argv[@]}" 2>&1 >&3 3>&-)"; } 3>&1
+"""
+_STEP_STATUS_V5 = r"""    status=$?
+    if [ -n "$said" ]; then on_a_new_line; printf '%s\n' "$said"; fi
+"""
+_FAILED_V4 = (
+    '  if [ "$status" != 0 ]; then say "command $i exited with $status"; exit "$status"; fi\n'
+)
+# srun says "task 0: Exited with exit code N" of an exit, the signal's name otherwise.
+_FAILED_V5 = r"""  if [ "$status" != 0 ]; then
+    on_a_new_line
+    signal=$((status - 128))
+    if [ "$status" -gt 128 ] && [[ "$said" != *"Exited with exit code"* ]] &&
+      name="$(kill -l "$signal" 2>/dev/null)"; then
+      say "command $i was killed by signal $signal (SIG$name)"
+    else
+      say "command $i exited with $status"
+    fi
+    exit "$status"
+  fi
+"""
+_STEP_V4_SHELL = '    srun --quiet --ntasks=1 -- /bin/sh -c "${!shell_var}"\n    status=$?\n'
+_STEP_V4_ARGV = '    srun --quiet --ntasks=1 -- "${argv[@]}"\n    status=$?\n'
+assert _COMPUTE_V4.count(_STEP_V4_SHELL) == 1 and _COMPUTE_V4.count(_STEP_V4_ARGV) == 1
+assert _COMPUTE_V4.count(_FAILED_V4) == 1 and _COMPUTE_V4.count("status=0\n") == 1
+_COMPUTE_V5 = (
+    _COMPUTE_V4.replace("status=0\n", _LOG_SETUP_V5)
+    .replace(_STEP_V4_SHELL, _STEP_SHELL_V5 + _STEP_STATUS_V5)
+    .replace(_STEP_V4_ARGV, _STEP_ARGV_V5 + _STEP_STATUS_V5)
+    .replace(_FAILED_V4, _FAILED_V5)
+)
+
 #: Version 2's exit summary starts on a line of its own: a command whose output did not
 #: end with a newline left "…last words2026-11-30T… metallo compute: exit status 0".
 #: Only when the log is a regular file (reading a pipe would take its bytes).
@@ -352,9 +413,10 @@ SCRIPTS_BY_VERSION: dict[int, dict[str, str]] = {
     2: _scripts(2, _STAGE_IN_V2, _STAGE_OUT_V2, _PRELUDE_V2),
     3: _scripts(3, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2),
     4: _scripts(4, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2, _COMPUTE_V4),
+    5: _scripts(5, _STAGE_IN_V2, _STAGE_OUT_V3, _PRELUDE_V2, _COMPUTE_V5),
 }
 #: The version a new Attempt is prepared with.
-SCRIPT_VERSION = 4
+SCRIPT_VERSION = 5
 SCRIPTS = SCRIPTS_BY_VERSION[SCRIPT_VERSION]
 
 
