@@ -60,18 +60,18 @@ def fit(rows: list[list[float]], targets: list[float]) -> tuple[list[float], flo
     design = [row + [1.0] for row in rows]
     k = len(design[0])
     xtx = [[sum(d[i] * d[j] for d in design) for j in range(k)] for i in range(k)]
-    xty = [sum(d[i] * t for d, t in zip(design, targets)) for i in range(k)]
+    xty = [sum(d[i] * t for d, t in zip(design, targets, strict=True)) for i in range(k)]
     coefficients = solve(xtx, xty)
     return coefficients[:-1], coefficients[-1]
 
 
 def predict(model: dict, row: list[float]) -> float:
-    return sum(w * v for w, v in zip(model["weights"], row)) + model["bias"]
+    return sum(w * v for w, v in zip(model["weights"], row, strict=True)) + model["bias"]
 
 
 def metrics(model: dict, rows: list[list[float]], targets: list[float]) -> dict:
     """Mean squared error, RMSE, mean absolute error and R² on ``rows``."""
-    errors = [predict(model, r) - t for r, t in zip(rows, targets)]
+    errors = [predict(model, r) - t for r, t in zip(rows, targets, strict=True)]
     mse = sum(e * e for e in errors) / len(errors)
     mean = sum(targets) / len(targets)
     total = sum((t - mean) ** 2 for t in targets)
