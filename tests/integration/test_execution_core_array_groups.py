@@ -119,6 +119,15 @@ async def test_prefer_falls_back_to_own_starts_after_a_refused_start_array(make_
     (array,) = sent(stack, "start-array")
     first_start = next(c for c in sent(stack, "start") if c.run_id == runs[0])
     assert first_start.after_command_id == array.metadata.command_id
+    # Started on their own, the children still run at most maxActive (2) at once.
+    active, most = set(), 0
+    for c in stack.site.received:
+        if c.kind == "start":
+            active.add(c.run_id)
+            most = max(most, len(active))
+        elif c.kind == "observe":
+            active.discard(c.run_id)  # the double's first observe answers the end
+    assert 1 <= most <= 2
     stack.site.assert_no_duplicates()
 
 

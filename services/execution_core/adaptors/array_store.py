@@ -25,6 +25,7 @@ _FACTS = (
         array_groups,
         array_members.c.index,
         array_members.c.attempt_id.label("member_attempt_id"),
+        array_members.c.slot,
         site_commands.c.seq.label("command_seq"),
         site_commands.c.created_at.label("command_at"),
     )
@@ -119,6 +120,31 @@ class SqlArrayStore:
                 .with_for_update(of=array_groups))
         row = (await session.execute(stmt)).first()
         return None if row is None else dict(row._mapping)
+
+    async def take_slot(self, session: AsyncSession, group_id: str, run_id: str) -> None:
+        """The member starts on its own: it holds one of the group's maxActive slots."""
+        await session.execute(update(array_groups).where(array_groups.c.group_id == group_id)
+                              .values(individual_active=array_groups.c.individual_active + 1))
+        await session.execute(update(array_members).where(array_members.c.run_id == run_id).values(slot="held"))
+
+    async def free_slot(self, session: AsyncSession, group_id: str, run_id: str) -> None:
+        """The member ended: its slot is free, and the first members still waiting for one
+        (index order, as many as slots are free) are made due."""
+        row = (await session.execute(
+            update(array_groups).where(array_groups.c.group_id == group_id)
+            .values(individual_active=array_groups.c.individual_active - 1)
+            .returning(array_groups.c.max_active, array_groups.c.individual_active))).one()
+        await session.execute(update(array_members).where(array_members.c.run_id == run_id).values(slot="done"))
+        waiting = (
+            select(array_members.c.run_id)
+            .join(runs, runs.c.run_id == array_members.c.run_id)
+            .where(array_members.c.group_id == group_id, array_members.c.slot == "",
+                   runs.c.phase != ACCEPTED, runs.c.phase != TERMINAL)
+            .order_by(array_members.c.index)
+            .limit(max(row.max_active - row.individual_active, 0))
+        )
+        await session.execute(update(runs).where(runs.c.run_id.in_(waiting.scalar_subquery())).values(
+            next_wake_at=func.now(), version=runs.c.version + 1, updated_at=func.now()))
 
     async def insert_relayed_starts(self, session: AsyncSession, rows: list[Row]) -> None:
         """Insert the children's ``start`` rows recorded from a start-array result."""

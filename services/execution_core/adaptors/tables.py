@@ -273,6 +273,8 @@ array_groups = Table(
     Column("environment", Text, nullable=False, server_default=""),
     Column("prepared", Integer, nullable=False, server_default="0"),
     Column("dropped", Integer, nullable=False, server_default="0"),
+    # Children started on their own after a fallback that hold a maxActive slot now.
+    Column("individual_active", Integer, nullable=False, server_default="0"),
     Column("deadline", DateTime(timezone=True), nullable=False),
     Column("command_id", Text, nullable=True),  # the start-array command, once dispatched
     Column("reason", Text, nullable=False, server_default=""),
@@ -288,6 +290,7 @@ array_members = Table(
     Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False, unique=True),
     Column("attempt_id", Text, nullable=True, unique=True),
     Column("attempt_number", Integer, nullable=True),
+    Column("slot", Text, nullable=False, server_default=""),  # "" | held | done (maxActive slot)
     PrimaryKeyConstraint("group_id", "index", name="array_members_pkey"),
 )
 

@@ -144,14 +144,27 @@ class ArrayGroups:
             if await self._settle_row(session, row, now, except_run=run["run_id"]):
                 row = await self.arrays.facts_of_run(session, run["run_id"])
                 assert row is not None
+        if row["state"] == a.INDIVIDUAL and not row["slot"]:
+            # The slot count is read and taken under the group's lock.
+            row = await self.arrays.facts_of_run(session, run["run_id"], for_update=True)
+            assert row is not None
+            return _facts(row, slot_free=row["individual_active"] < row["max_active"])
         return _facts(row)
 
     async def after_decision(self, session: AsyncSession, run: dict[str, Any], facts: a.ArrayFacts | None,
                              d: Decision, now: datetime) -> None:
-        """A step that ended a forming group's child drops it: the group settles now."""
-        if facts is None or facts.state != a.FORMING:
+        """A step that ended a forming group's child drops it: the group settles now. A
+        child of an individual group takes a maxActive slot with its start and frees it
+        when it ends."""
+        if facts is None:
             return
-        if d.end is None and not (d.attempt is not None and d.attempt.ended):
+        ended = d.end is not None or (d.attempt is not None and d.attempt.ended)
+        change = a.slot_change(facts, any(kind == "start" for kind, _ in d.commands), ended)
+        if change == "take":
+            await self.arrays.take_slot(session, facts.group_id, run["run_id"])
+        elif change == "free":
+            await self.arrays.free_slot(session, facts.group_id, run["run_id"])
+        if facts.state != a.FORMING or not ended:
             return
         await self.arrays.add_dropped(session, facts.group_id)
         row = await self.arrays.find_group(session, facts.group_id, for_update=True)
@@ -250,7 +263,8 @@ class ArrayGroups:
         await self.arrays.wake_members(session, gid)
 
 
-def _facts(row: dict[str, Any]) -> a.ArrayFacts:
+def _facts(row: dict[str, Any], *, slot_free: bool = False) -> a.ArrayFacts:
     return a.ArrayFacts(group_id=row["group_id"], index=row["index"], state=row["state"], mode=row["mode"],
                         deadline=row["deadline"], reason=row["reason"], command_id=row["command_id"] or "",
-                        command_seq=row["command_seq"] or 0, command_at=row["command_at"])
+                        command_seq=row["command_seq"] or 0, command_at=row["command_at"],
+                        slot=row["slot"], slot_free=slot_free)

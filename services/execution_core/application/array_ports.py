@@ -65,6 +65,14 @@ class ArrayStore(Protocol):
         """The group of the member Attempt, locked; None when it has none."""
         ...
 
+    async def take_slot(self, session: AsyncSession, group_id: str, run_id: str) -> None:
+        """The member starts on its own and holds a maxActive slot."""
+        ...
+
+    async def free_slot(self, session: AsyncSession, group_id: str, run_id: str) -> None:
+        """The member ended: free its slot and make the next waiting members due."""
+        ...
+
     async def insert_relayed_starts(self, session: AsyncSession, rows: list[Row]) -> None:
         """Insert children's ``start`` rows taken from a start-array result."""
         ...

@@ -12,7 +12,9 @@ group forms while the children are prepared; the group then settles exactly once
   own task's native jobs) or, for a refusal, ``individual`` / ``failed`` again.
 
 A child of a ``failed`` group ends ``array-unavailable`` with the reason; a child
-of an ``individual`` group sends its own ``start``. Pure: no I/O, no clock.
+of an ``individual`` group sends its own ``start`` once it holds one of the group's
+``max_active`` slots (the array's ``%maxActive`` no longer throttles it), and gives
+the slot back when its Attempt ends. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ class ArrayFacts:
     command_id: str = ""  # the start-array command, once dispatched
     command_seq: int = 0
     command_at: datetime | None = None
+    slot: str = ""  # its maxActive slot as an individual start: "" | held | done
+    slot_free: bool = False  # an individual group has a slot free for it now
 
 
 def pending_start(a: ArrayFacts | None) -> CommandFact | None:
@@ -185,8 +189,23 @@ def pending_start(a: ArrayFacts | None) -> CommandFact | None:
 
 
 def holds_start(a: ArrayFacts | None) -> bool:
-    """Whether the child's own ``start`` is held: its group still forms."""
-    return a is not None and a.state == FORMING
+    """Whether the child's own ``start`` is held: its group still forms, or it fell back
+    to individual starts and every ``max_active`` slot is taken."""
+    if a is None:
+        return False
+    return a.state == FORMING or (a.state == INDIVIDUAL and not a.slot and not a.slot_free)
+
+
+def slot_change(a: ArrayFacts | None, sends_start: bool, ended: bool) -> str:
+    """``take`` when a child of an individual group sends its start, ``free`` when one
+    holding a slot ends, "" otherwise."""
+    if a is None or a.state != INDIVIDUAL:
+        return ""
+    if not a.slot and sends_start:
+        return "take"
+    if a.slot == "held" and ended:
+        return "free"
+    return ""
 
 
 def start_note(a: ArrayFacts | None) -> str:

@@ -250,9 +250,11 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         # group's deadline, then the child starts on its own or fails).
         d.phase = s.PHASE_PREPARING
         d.attempt.state = s.ATTEMPT_PREPARED
-        d.waiting_reason = reasons.WAIT_ARRAY_GROUP_FORMING
+        forming = attempt.array.state == arrays.FORMING
+        d.waiting_reason = (reasons.WAIT_ARRAY_GROUP_FORMING if forming
+                            else reasons.WAIT_ARRAY_MAX_ACTIVE)
         d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline,
-                        attempt.array.deadline)
+                        *([attempt.array.deadline] if forming else []))
         return d
     if start is None:
         d.commands.append((start_kind, {}))

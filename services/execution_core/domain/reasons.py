@@ -50,6 +50,7 @@ MARKED_LOST = "marked-lost"  # an operator ended it with `metallo run reconcile 
 # codes are the others).
 WAIT_ATTEMPT_UNKNOWN_AT_SITE = "attempt-unknown-at-site"
 WAIT_ARRAY_GROUP_FORMING = "array-group-forming"  # prepared; its siblings are not all yet
+WAIT_ARRAY_MAX_ACTIVE = "array-max-active"  # started on its own: maxActive siblings run now
 
 #: Refusal codes with which a Site says it does not know an Attempt (docs/site-commands.md):
 #: for an Attempt whose start was sent, the lost-Attempt rule applies (docs/runs.md).

@@ -2,9 +2,11 @@
 
 - ``array_groups``: one row per group (state, mode, size, max_active, the Site it
   was placed on, how many children are prepared or dropped, its one shared
-  deadline, the start-array command once dispatched, the reason it is not one array);
+  deadline, the start-array command once dispatched, the reason it is not one array,
+  and how many children started on their own hold a maxActive slot);
 - ``array_members``: the index ↔ Run / Attempt mapping, saved at acceptance
-  (Run) and planning (Attempt), before any start-array command is sent;
+  (Run) and planning (Attempt), before any start-array command is sent, and each
+  child's maxActive slot when it starts on its own (``held``, then ``done``);
 - ``runs.array_group_id`` and ``runs.array_start`` (how the child was started);
 - ``site_commands.relayed_by``: a child's ``start`` row that records its task of a
   group's start-array result (never sent to the Site itself).
@@ -37,6 +39,7 @@ def upgrade() -> None:
         sa.Column("environment", sa.Text(), server_default="", nullable=False),
         sa.Column("prepared", sa.Integer(), server_default="0", nullable=False),
         sa.Column("dropped", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("individual_active", sa.Integer(), server_default="0", nullable=False),
         sa.Column("deadline", sa.DateTime(timezone=True), nullable=False),
         sa.Column("command_id", sa.Text(), nullable=True),
         sa.Column("reason", sa.Text(), server_default="", nullable=False),
@@ -51,6 +54,7 @@ def upgrade() -> None:
         sa.Column("run_id", sa.Text(), sa.ForeignKey("runs.run_id"), nullable=False, unique=True),
         sa.Column("attempt_id", sa.Text(), nullable=True, unique=True),
         sa.Column("attempt_number", sa.Integer(), nullable=True),
+        sa.Column("slot", sa.Text(), server_default="", nullable=False),
         sa.PrimaryKeyConstraint("group_id", "index", name="array_members_pkey"),
     )
     op.add_column("runs", sa.Column("array_group_id", sa.Text(), server_default="", nullable=False))
