@@ -99,6 +99,8 @@ async def test_a_group_is_one_start_array_and_each_child_goes_on_as_its_own_atte
     assert [t["run_id"] for t in tasks] == runs and [t["index"] for t in tasks] == list(range(5))
     assert json.loads(array.payload_json)["array"]["max_active"] == 2
     assert array.run_id == runs[0] and array.after_command_id == site_command_id(tasks[0]["attempt_id"], "prepare", 1)
+    # One array has one deadline: every child's prepare names the group's.
+    assert len({json.loads(c.payload_json)["deadline"] for c in sent(stack, "prepare")}) == 1
     for i, r in enumerate(ended):
         assert r.array_start == f"array {gid} task {i}"
         assert {j.job_id for j in r.attempts[0].native_jobs} == {f"101_{i}", f"102_{i}", f"103_{i}"}

@@ -268,7 +268,9 @@ class LaunchWorker(PollingWorker):
                 "number": 1,
                 "state": s.ATTEMPT_PENDING,
                 "material_digest": verdict.material_digest,
-                "dispatch_deadline": now
+                # An array group's children share one deadline (their one array has one):
+                # counted from the group's creation, not each child's planning.
+                "dispatch_deadline": (group["created_at"] if group is not None else now)
                 + timedelta(seconds=self.settings.dispatch_timeout_seconds),
             },
         )
