@@ -241,3 +241,16 @@ async def test_killed_supervisors_send_one_start_array_and_lose_no_child(make_st
         relayed = (await conn.execute(select(site_commands.c.run_id).where(
             site_commands.c.relayed_by.is_not(None)))).scalars().all()
     assert state == "started" and sorted(relayed) == sorted(runs)
+
+
+async def test_prefer_falls_back_at_once_when_the_project_limit_admits_fewer_children(make_stack):
+    """The demo Project runs at most 10 Runs at once: a group of 12 can never be one array,
+    so it falls back when planning first holds a child, not at its deadline."""
+    stack = await make_stack(settings=replace(ARRAYS, array_group_deadline_seconds=300), script=ArraySite())
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    _, runs = await launch_group(stack, 12, mode="prefer")
+    ended = [await stack.terminal(r, timeout=60) for r in runs]
+    assert [r.outcome for r in ended] == ["succeeded"] * 12 and loop.time() - began < 60
+    assert all("concurrent-Run limit admits fewer than its 12" in r.array_start for r in ended)
+    assert sent(stack, "start-array") == [] and len(sent(stack, "start")) == 12

@@ -100,6 +100,18 @@ class ArrayGroups:
             return Rejection(reasons.ARRAY_UNAVAILABLE, group["reason"] or "the array group failed")
         return None
 
+    async def on_planning_wait(self, session: AsyncSession, run: dict[str, Any], group: dict[str, Any] | None,
+                               code: str) -> None:
+        """Planning holds a forming group's child at a concurrent-Run limit: its admitted
+        siblings would hold their slots waiting for it, so ``prefer`` falls back now (its
+        children then start as slots allow); ``require`` waits, bounded by the deadline."""
+        if (group is None or group["state"] != a.FORMING or group["mode"] != a.PREFER
+                or code != reasons.WAIT_CONCURRENT_RUN_LIMIT):
+            return
+        await self._fall_back(session, group["group_id"], a.INDIVIDUAL,
+                              f"a concurrent-Run limit admits fewer than its {group['size']} children at once",
+                              except_run=run["run_id"])
+
     async def on_planned(self, session: AsyncSession, run: dict[str, Any], group: dict[str, Any] | None,
                          verdict: Plan | Rejection, attempt_id: str) -> Plan | Rejection:
         """Record the planning verdict on the group; return the verdict to record (a

@@ -180,6 +180,8 @@ class LaunchWorker(PollingWorker):
         attempt_id = str(uuid.uuid4())
         if isinstance(verdict, Wait):
             waited = (now - run["accepted_at"]).total_seconds()
+            if self.groups is not None:
+                await self.groups.on_planning_wait(session, run, group, verdict.code)
             if waited < self.settings.planning_timeout_seconds:
                 delay = min(
                     self.settings.planning_retry_seconds * (2 ** min(run["planning_tries"], 16)),
