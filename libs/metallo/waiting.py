@@ -28,11 +28,16 @@ DEFERRAL_TEXTS = MappingProxyType(
     }
 )
 
-#: Execution Core's own waiting code while the Site does not know the Attempt.
+#: Execution Core's own waiting codes: the Site does not know the Attempt; a collection
+#: child waits for its array group (docs/runs.md, Array groups).
 CORE_WAIT_TEXTS = MappingProxyType(
     {
         "attempt-unknown-at-site": "does not know this Attempt, asking again "
         "(it ends lost after the reconciliation period)",
+        "array-group-forming": "prepared; its collection's other children are not all prepared "
+        "yet (one Slurm array starts them together)",
+        "array-max-active": "started on its own after its array fell back; waiting for one of "
+        "the collection's maxActive slots",
     }
 )
 

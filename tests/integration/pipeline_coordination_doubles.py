@@ -201,6 +201,7 @@ class RunsDouble:
             workload_id=run.workload_id,
             revision=run.revision,
             attempts=1,
+            array_start=run.array_start,
         )
 
     async def complete(self, run_id: str, outcome: str = "succeeded", reason: str = "", output_commit: str = "") -> None:

@@ -32,6 +32,7 @@ actions:
       lr: ["0.1", "0.01", "0.001", "0.0001"]
       seed: ["1", "2", "3", "4", "5"]
     maxActive: 3
+    array: never
   fragile:
     type: slurm-job
     command: [python, fragile.py]
@@ -43,6 +44,14 @@ actions:
       - {case: "e"}
     maxActive: 2
     failFast: true
+    array: never
+  grid:
+    type: slurm-job
+    command: [python, grid.py]
+    matrix:
+      seed: ["1", "2", "3", "4", "5", "6"]
+    maxActive: 2
+    array: prefer
   report:
     type: slurm-job
     command: [python, report.py]
@@ -217,3 +226,27 @@ async def test_a_coordinator_killed_while_launching_children_launches_each_once(
     keys = [c.launch_key for c in h.runs.launches]
     assert len(set(keys)) == 5 and len(h.runs.runs) == 5
     assert all(i.run_id and i.state == "succeeded" for i in p.step(1).items)
+
+
+async def test_a_slurm_array_collection_launches_every_child_at_once_in_one_group(h):
+    """``array: prefer`` on Slurm: all six children are launched together, each naming the
+    one group, its own index and the collection's maxActive; a fallback Execution Core
+    reports on a child's Run reaches the collection's array decision."""
+    pid = (await h.start_pipeline(actions=("grid",))).pipeline_id
+    cid = await collection_of(h, pid, 1)
+    await h.until(lambda: len(alive(h)) == 6)
+    launches = [c for c in h.runs.launches if c.labels.get("collection_id") == cid]
+    groups = {(c.array_group.group_id, c.array_group.size, c.array_group.max_active, c.array_group.mode)
+              for c in launches}
+    assert len(groups) == 1 and next(iter(groups))[1:] == (6, 2, "prefer")
+    assert sorted(c.array_group.index for c in launches) == list(range(6))
+    by_item = {int(c.labels["collection_item"]): c.array_group.index for c in launches}
+    assert all(index == item - 1 for item, index in by_item.items())
+    assert (await get_collection(h, cid)).array_decision.startswith("array: prefer")
+    why = "individual: start-array refused: array-not-homogeneous: compute.cpus differs"
+    for run in sorted(alive(h), key=lambda r: int(r.labels["collection_item"])):
+        run.array_start = why
+        await h.runs.complete(run.run_id, "succeeded")
+    await h.until_state(pid, "succeeded")
+    got = await get_collection(h, cid)
+    assert got.array_decision == f"array: prefer: one Slurm array per stage (maxActive 2); then {why}"

@@ -171,7 +171,9 @@ actions:
 
 async def test_the_real_owners_carry_a_collections_shape_and_each_childs_values(h, make_database, amqp_url,
                                                                                 topology):
-    """PrepareBranch hands the matrix over as written; the real Execution Core keeps each child's values."""
+    """PrepareBranch hands the matrix over as written; the real Execution Core keeps each child's values
+    and, the collection preferring arrays on a Slurm environment, takes all three children at once
+    as one array group of maxActive 2."""
     await h.runs.stop()
     ec_engine = create_engine(await make_database("execution_core", EC_MIGRATIONS), pool_size=4)
     core = ExecutionCore(engine=ec_engine, amqp_url=amqp_url, topology=topology,
@@ -183,21 +185,29 @@ async def test_the_real_owners_carry_a_collections_shape_and_each_childs_values(
         await h.coordinator().start()
         pid = (await h.start_pipeline()).pipeline_id
 
-        async def two_launched() -> bool:
+        async def all_launched() -> bool:
             p = await h.load(pid)
-            return bool(p.steps) and sum(1 for i in p.step(1).items if i.run_id) == 2
+            return bool(p.steps) and sum(1 for i in p.step(1).items if i.run_id) == 3
 
-        await h.until(two_launched)
+        await h.until(all_launched)
         p = await h.load(pid)
         s = p.step(1)
         assert s.collection.matrix == (("lr", ("0.1", "0.01", "0.001")),) and s.collection.max_active == 2
-        for item in s.items[:2]:
+        for item in s.items:
             run = await h.client.request(ec.GetRun(
                 metadata=common_pb2.QueryMetadata(acting_member="m-alice", project="demo"), run_id=item.run_id))
             assert dict(run.parameters) == item.parameters
             assert run.launch_key == identities.item_key(pid, 1, 1, item.index)
             assert run.labels["collection_id"] == s.collection_id and run.revision == s.revision
-        assert s.items[2].state == "waiting"  # maxActive 2: Execution Core never ends them here
+        from sqlalchemy import select
+
+        from execution_core.adaptors.tables import array_groups, array_members
+
+        async with ec_engine.connect() as conn:
+            (group,) = (await conn.execute(select(array_groups))).mappings().all()
+            members = (await conn.execute(select(array_members.c.index, array_members.c.run_id))).all()
+        assert (group["size"], group["max_active"], group["mode"]) == (3, 2, "prefer")
+        assert {(m.index, m.run_id) for m in members} == {(i.index - 1, i.run_id) for i in s.items}
     finally:
         await core.stop()
         await ec_engine.dispose()

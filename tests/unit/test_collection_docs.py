@@ -41,10 +41,12 @@ def test_the_parameters_example_makes_one_child_per_record():
     assert items == ({"dataset": "small", "split": "0.1"}, {"dataset": "large", "split": "0.2"})
 
 
-def test_the_array_example_prefers_arrays_and_says_why_it_runs_individual_chains():
+def test_the_array_example_is_one_slurm_array_and_individual_elsewhere():
     items, shape = children(example("actions.md", "array: prefer"), "seeds")
     assert len(items) == 10 and shape.array == "prefer"
     decision, refusal = collection.array_decision(shape, "slurm")
+    assert decision.startswith("array: prefer") and not refusal
+    decision, refusal = collection.array_decision(shape, "k8s")
     assert decision.startswith("individual:") and not refusal
 
 

@@ -136,3 +136,22 @@ def test_children_that_are_not_the_shapes_expansion_fail_the_step_when_it_starts
     assert out.state == d.STEP_FAILED and out.reason_code == collection.R_COLLECTION_INVALID
     with pytest.raises(ParameterError, match="not the expansion"):
         collection_rerun.keep_children(collection.items_of(s.collection), s.items[:3])
+
+
+def test_a_rerun_array_group_holds_exactly_the_children_that_run_again():
+    from pipeline_coordination.application.collection_calls import child_array_group
+
+    p = started(running(sweep(6, 2, array="require"), "report"))
+    while (e := effect(p)) is not None and e.kind == "launch-item":
+        p, _ = launch_next(p)
+    for k in range(1, 7):
+        p = end(p, k, "succeeded" if k in (1, 4, 5) else "failed")
+    new = started(rerun.rerun(p, pipeline_id=RERUN, member="m-bob", failed_only=True), "2" * 40)
+    s = new.step(1)
+    again = [i for i in s.items if not i.carried_from]
+    assert [i.index for i in again] == [2, 3, 6]
+    groups = [child_array_group(s, i) for i in again]
+    # A group of all six would wait for three children that never launch again.
+    assert [(g.index, g.size, g.max_active) for g in groups] == [(0, 3, 2), (1, 3, 2), (2, 3, 2)]
+    assert len({g.group_id for g in groups}) == 1
+    assert groups[0].group_id != child_array_group(p.step(1), p.step(1).items[1]).group_id

@@ -79,11 +79,11 @@ def test_records_name_the_same_parameters():
 
 
 def test_twenty_children_run_at_most_three_at_once_and_the_step_then_succeeds():
-    p = pinned(running(sweep(20, 3), "report"))
+    p = pinned(running(sweep(20, 3, array="never"), "report"))
     s = p.step(1)
     assert s.state == d.LAUNCHED and len(s.items) == 20 and s.collection_id
     assert s.items[4].parameters == {"seed": "4"}
-    assert "not compile Slurm job arrays" in s.array_decision
+    assert s.array_decision == "individual: array: never"
     launched: list[int] = []
     most = 0
     while len(launched) < 20:
@@ -176,9 +176,10 @@ def test_duplicate_and_stranger_completions_change_nothing():
     assert settle(collection_answers.on_item_completed(p, 1, 2, "run-2", "failed", "", "")) == p  # never launched
 
 
-def test_array_require_is_refused_and_a_bad_shape_fails_the_step_when_it_starts():
-    p = pinned(running(sweep(2, 2, array="require")))
+def test_array_require_off_slurm_is_refused_and_a_bad_shape_fails_the_step_when_it_starts():
+    p = pinned(running(sweep(2, 2, array="require")), environment="k8s")
     assert p.step(1).state == d.STEP_FAILED and p.step(1).reason_code == collection.R_ARRAY_UNAVAILABLE
+    assert "environment is k8s, not slurm" in p.step(1).array_decision
     bad = collection.shape([("x", ["1"]), ("X", ["2"])], [])
     p = pinned(running(bad))
     assert p.step(1).reason_code == collection.R_COLLECTION_INVALID and "METALLO_PARAM_X" in p.step(1).message
@@ -206,3 +207,45 @@ def test_a_rerun_gives_the_collection_a_new_id_and_fresh_children():
     assert replace(s, collection_id="") != s
     full = rerun.rerun(p, pipeline_id="2b3f1c9a-1111-4222-8333-944455556666", member="m-alice", failed_only=False)
     assert full.step(1).items == ()  # created afresh when the step starts
+
+
+@pytest.mark.parametrize("array", ["prefer", "require"])
+def test_a_slurm_array_collection_launches_every_child_at_once_in_one_group(array):
+    from pipeline_coordination.application.collection_calls import child_array_group
+
+    p = pinned(running(sweep(10, 3, array=array)))
+    s = p.step(1)
+    assert s.state == d.LAUNCHED and s.array_decision == f"array: {array}: one Slurm array per stage (maxActive 3)"
+    launched = []
+    while (e := effect(p)) is not None and e.kind == "launch-item":
+        p, k = launch_next(p)
+        launched.append(k)
+    assert launched == list(range(1, 11)) and counts(p)["active"] == 10  # %maxActive throttles, not launches
+    groups = {child_array_group(p.step(1), i) for i in p.step(1).items}
+    assert {(g.size, g.max_active, g.mode) for g in groups} == {(10, 3, array)}
+    assert len({g.group_id for g in groups}) == 1 and sorted(g.index for g in groups) == list(range(10))
+    assert next(iter(groups)).group_id == collection.array_group_id(s.collection_id, s.launch_attempt)
+
+
+def test_never_and_other_environments_launch_as_before_without_a_group():
+    from pipeline_coordination.application.collection_calls import child_array_group
+
+    for p in (pinned(running(sweep(4, 2, array="never"))), pinned(running(sweep(4, 2)), environment="k8s")):
+        assert p.step(1).array_decision.startswith("individual: ")
+        assert child_array_group(p.step(1), p.step(1).items[0]) is None
+        launched = 0
+        while (e := effect(p)) is not None and e.kind == "launch-item":
+            p, _k = launch_next(p)
+            launched += 1
+        assert launched == 2
+
+
+def test_a_fallback_reaches_the_step_array_decision_once():
+    p = pinned(running(sweep(2, 2, array="prefer")))
+    for _ in range(2):
+        p, _k = launch_next(p)
+    why = "individual: start-array refused: array-not-homogeneous: compute.cpus differs"
+    p = collection_answers.on_item_completed(p, 1, 1, p.step(1).items[0].run_id, "succeeded", "", "c" * 40, why)
+    p = collection_answers.on_item_completed(p, 1, 2, p.step(1).items[1].run_id, "succeeded", "", "d" * 40, why)
+    assert p.step(1).array_decision == f"array: prefer: one Slurm array per stage (maxActive 2); then {why}"
+    assert collection.with_array_start("individual: array: never", why) == "individual: array: never"

@@ -128,6 +128,7 @@ def print_run(run: ec.Run) -> None:
         ("elapsed", f"{elapsed:.1f} s" if elapsed is not None else ""),
         ("labels", ", ".join(f"{k}={v}" for k, v in sorted(run.labels.items()))),
         ("cancel reason", run.cancel_reason), ("rerun of", run.rerun_of),
+        ("array start", run.array_start),
     ]))
     if len(run.attempts):
         from rich.table import Table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from execution_core.adaptors.log_read_store import SqlLogReadStore
 from execution_core.application import log_reads, operators, reconcile, requests, results
+from execution_core.application.array_groups import ArrayGroups
 from execution_core.application.ports import (
     LogReadStore,
     MessageOutbox,
@@ -27,6 +28,7 @@ def register_requests(
     *,
     reads: LogReadStore | None = None,
     settings: Settings | None = None,
+    groups: ArrayGroups | None = None,
 ) -> None:
     """Serve LaunchRun, RerunRun, CancelRun, ReconcileRun, ReadRunLog (commands) and GetRun,
     ListRuns, GetRunLogRead (queries) on ``server``."""
@@ -36,7 +38,7 @@ def register_requests(
     @server.command(pb.LaunchRun)
     async def launch(session, cmd):
         return await requests.launch_run(
-            session, cmd, store=store, authority=authority, outbox=outbox
+            session, cmd, store=store, authority=authority, outbox=outbox, groups=groups
         )
 
     @server.command(pb.CancelRun)
@@ -110,7 +112,11 @@ def register_operator_requests(
 
 
 def register_events(
-    consumer: EventConsumer, store: RunStore, *, reads: LogReadStore | None = None
+    consumer: EventConsumer,
+    store: RunStore,
+    *,
+    reads: LogReadStore | None = None,
+    groups: ArrayGroups | None = None,
 ) -> None:
     """Consume Site Coordination's SiteCommandResultRecorded (results of ``read-log``
     commands answer log reads), SiteNativeEndNoticed (ADR 0016: the next observe is
@@ -123,7 +129,7 @@ def register_events(
         if event.kind == log_reads.READ_LOG:
             await log_reads.apply_log_result(session, event, store=store, reads=reads)
             return
-        await results.apply_result(session, event, store=store)
+        await results.apply_result(session, event, store=store, groups=groups)
 
     @consumer.on(sc.SiteNativeEndNoticed)
     async def on_native_end(session, event):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from execution_core.adaptors.array_store import SqlArrayStore
 from execution_core.adaptors.audit import TRAIL, register_audit_query
 from execution_core.adaptors.messaging import (
     register_events,
@@ -20,6 +21,7 @@ from execution_core.adaptors.run_store import SqlRunStore
 from execution_core.adaptors.site_drain_store import SqlSiteDrainStore
 from execution_core.adaptors.tables import RUNS_DUE_CHANNEL, RUNS_DUE_PLAN, RUNS_DUE_SUPERVISE
 from execution_core.adaptors.workload_portfolio import PortfolioRevisions
+from execution_core.application.array_groups import ArrayGroups
 from execution_core.application.faults import FaultHook, no_fault
 from execution_core.application.launch_worker import LaunchWorker
 from execution_core.application.ports import ProjectAuthority
@@ -70,17 +72,19 @@ class ExecutionCore:
         self.outbox = Outbox(self.topology)
         self.sessions = session_factory(self.engine)
         self.client = RequestClient(self.amqp_url, self.topology)
+        self.groups = ArrayGroups(self.store, SqlArrayStore(), self.outbox, self.settings)
         self.server = CommandServer(CONTEXT, self.engine, self.amqp_url, self.topology,
                                     audit=TRAIL)
         register_requests(
-            self.server, self.store, self.authority, self.outbox, settings=self.settings
+            self.server, self.store, self.authority, self.outbox, settings=self.settings,
+            groups=self.groups,
         )
         self.drains = SqlSiteDrainStore()
         register_operator_requests(self.server, self.drains, self.authority,
                                    settings=self.settings)
         register_audit_query(self.server, self.authority)
         self.consumer = EventConsumer(CONTEXT, self.engine, self.amqp_url, self.topology)
-        register_events(self.consumer, self.store)
+        register_events(self.consumer, self.store, groups=self.groups)
         self.relay = OutboxRelay(
             self.engine,
             self.amqp_url,
@@ -101,10 +105,11 @@ class ExecutionCore:
             self.settings,
             fault=self.fault,
             drains=self.drains,
+            groups=self.groups,
         )
         self.supervisor = RunSupervisor(
             self.sessions, self.store, self.outbox, self.settings, fault=self.fault,
-            drains=self.drains,
+            drains=self.drains, groups=self.groups,
         )
         # A Run made due (trigger, migrations 0004 and 0006) ends the idle wait of the
         # worker its phase concerns: 'plan' the launch worker, 'supervise' the supervisor.

@@ -30,6 +30,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     Table,
     Text,
     UniqueConstraint,
@@ -120,6 +121,9 @@ runs = Table(
     Column("planning_tries", Integer, nullable=False, server_default="0"),
     Column("planning_wait_code", Text, nullable=False, server_default=""),
     Column("planning_error", Text, nullable=False, server_default=""),
+    # A collection child's array group (migration 0015) and how it was started.
+    Column("array_group_id", Text, nullable=False, server_default=""),
+    Column("array_start", Text, nullable=False, server_default=""),
     # Supervisor scheduling on PostgreSQL's clock.
     _now_column("next_wake_at"),
     _now_column("retry_at", nullable=True),
@@ -202,6 +206,8 @@ site_commands = Table(
     Column("code", Text),
     Column("result", JSONB),
     _now_column("result_at", nullable=True),
+    # A child's start recorded from its group's start-array result (never sent itself).
+    Column("relayed_by", Text, nullable=True),
     # A command is decided once: one prepare/start/cancel/… per Attempt, numbered observes.
     UniqueConstraint("attempt_id", "kind", "ordinal", name="site_commands_once"),
     Index("site_commands_by_attempt", "attempt_id", "seq"),
@@ -252,6 +258,40 @@ log_reads = Table(
     Column("next_offset", BigInteger, nullable=True),
     Column("log_size", BigInteger, nullable=True),
     Index("log_reads_created_at", "created_at"),
+)
+
+array_groups = Table(
+    "array_groups",
+    metadata,
+    Column("group_id", Text, primary_key=True),
+    Column("project", Text, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("max_active", Integer, nullable=False),
+    Column("mode", Text, nullable=False),  # prefer | require
+    Column("state", Text, nullable=False, server_default="forming"),
+    Column("site_id", Text, nullable=False, server_default=""),
+    Column("environment", Text, nullable=False, server_default=""),
+    Column("prepared", Integer, nullable=False, server_default="0"),
+    Column("dropped", Integer, nullable=False, server_default="0"),
+    # Children started on their own after a fallback that hold a maxActive slot now.
+    Column("individual_active", Integer, nullable=False, server_default="0"),
+    Column("deadline", DateTime(timezone=True), nullable=False),
+    Column("command_id", Text, nullable=True),  # the start-array command, once dispatched
+    Column("reason", Text, nullable=False, server_default=""),
+    _now_column("created_at"),
+    _now_column("settled_at", nullable=True),
+)
+
+array_members = Table(
+    "array_members",
+    metadata,
+    Column("group_id", Text, ForeignKey("array_groups.group_id"), nullable=False),
+    Column("index", Integer, nullable=False),
+    Column("run_id", Text, ForeignKey("runs.run_id"), nullable=False, unique=True),
+    Column("attempt_id", Text, nullable=True, unique=True),
+    Column("attempt_number", Integer, nullable=True),
+    Column("slot", Text, nullable=False, server_default=""),  # "" | held | done (maxActive slot)
+    PrimaryKeyConstraint("group_id", "index", name="array_members_pkey"),
 )
 
 site_drains = Table(

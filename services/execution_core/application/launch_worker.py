@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -44,6 +45,9 @@ from execution_core.domain.planning import Plan, PlanningInput, Rejection, Revis
 from metallo.persistence.leases import Claim, LeaseLost
 from metallo.persistence.polling import PollingWorker
 
+if TYPE_CHECKING:
+    from execution_core.application.array_groups import ArrayGroups
+
 log = logging.getLogger(__name__)
 MAX_PLANNING_RETRY_SECONDS = 300.0
 
@@ -63,6 +67,7 @@ class LaunchWorker(PollingWorker):
         owner: str = "launch-worker",
         fault: FaultHook = no_fault,
         drains: SiteDrainStore | None = None,
+        groups: ArrayGroups | None = None,
     ):
         self.sessions = sessions
         self.store = store
@@ -73,6 +78,7 @@ class LaunchWorker(PollingWorker):
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
         self.drains = drains  # None: no Site is ever draining (planning tests)
+        self.groups = groups  # None: no Run is planned in an array group
 
     @property
     def poll_seconds(self) -> float:
@@ -123,13 +129,17 @@ class LaunchWorker(PollingWorker):
         async with self.sessions() as session, session.begin():
             await self.store.lock_admission(session, run["project"])
             now = await self.store.now(session)
+            # An array group's row is locked before the Run's (the deciders' one order).
+            group = await self.groups.planning_group(session, run) if self.groups else None
             if revision is not None:
-                verdict = await self._decide(session, run, revision)
-            await self._record(session, claim, run, verdict, now)
+                verdict = (self.groups and self.groups.refusal(group)) or await self._decide(
+                    session, run, revision, site_id=self.groups.planning_site(group) if self.groups else ""
+                )
+            await self._record(session, claim, run, verdict, now, group)
             await self.fault("launch:before-commit")
 
     async def _decide(
-        self, session: AsyncSession, run: dict, revision: RevisionFacts
+        self, session: AsyncSession, run: dict, revision: RevisionFacts, *, site_id: str = ""
     ) -> Plan | Rejection | Wait:
         try:
             if not self.authority.project_exists(run["project"]):
@@ -158,15 +168,20 @@ class LaunchWorker(PollingWorker):
                 repository_commit=run["repository_commit"],
                 draining=draining,
                 parameters=dict(run.get("parameters") or {}),
+                site_id=site_id,
             )
         )
 
     async def _record(
-        self, session: AsyncSession, claim: Claim, run: dict, verdict, now: datetime
+        self, session: AsyncSession, claim: Claim, run: dict, verdict, now: datetime,
+        group: dict | None = None,
     ) -> None:
         version = run["version"]
+        attempt_id = str(uuid.uuid4())
         if isinstance(verdict, Wait):
             waited = (now - run["accepted_at"]).total_seconds()
+            if self.groups is not None:
+                await self.groups.on_planning_wait(session, run, group, verdict.code)
             if waited < self.settings.planning_timeout_seconds:
                 delay = min(
                     self.settings.planning_retry_seconds * (2 ** min(run["planning_tries"], 16)),
@@ -184,6 +199,8 @@ class LaunchWorker(PollingWorker):
                     raise LeaseLost(f"run {run['run_id']} moved on")
                 return
             verdict = Rejection(reasons.PLANNING_TIMED_OUT, f"still waiting: {verdict.code}")
+        if self.groups is not None and group is not None:
+            verdict = await self.groups.on_planned(session, run, group, verdict, attempt_id)
         if isinstance(verdict, Rejection):
             values = {
                 "phase": s.PHASE_TERMINAL,
@@ -192,6 +209,8 @@ class LaunchWorker(PollingWorker):
                 "planning_error": verdict.message[:500],
                 "ended_at": now,
             }
+            if verdict.code == reasons.ARRAY_UNAVAILABLE:
+                values["array_start"] = f"refused: {verdict.message}"[:500]
             if not await self.store.update_run(
                 session, run["run_id"], version, values, claim=claim, release=True
             ):
@@ -202,7 +221,6 @@ class LaunchWorker(PollingWorker):
             )
             return
         assert isinstance(verdict, Plan)
-        attempt_id = str(uuid.uuid4())
         material = {
             "project": run["project"],
             "workload_id": run["workload_id"],
@@ -252,7 +270,9 @@ class LaunchWorker(PollingWorker):
                 "number": 1,
                 "state": s.ATTEMPT_PENDING,
                 "material_digest": verdict.material_digest,
-                "dispatch_deadline": now
+                # An array group's children share one deadline (their one array has one):
+                # counted from the group's creation, not each child's planning.
+                "dispatch_deadline": (group["created_at"] if group is not None else now)
                 + timedelta(seconds=self.settings.dispatch_timeout_seconds),
             },
         )

@@ -125,6 +125,7 @@ def run_message(
         cancelled_by=r["cancelled_by"],
         rerun_of=r.get("rerun_of") or "",
         parameters=r.get("parameters") or {},
+        array_start=r.get("array_start") or "",
         version=r["version"],
         max_attempts=r["max_attempts"],
         waiting_reason=_waiting_reason(r),
@@ -154,4 +155,5 @@ def run_completed(r: dict[str, Any]) -> pb.RunCompleted:
         workload_id=r["workload_id"],
         revision=r["revision"],
         attempts=r["attempt_count"],
+        array_start=r.get("array_start") or "",
     )

@@ -13,6 +13,7 @@ import json
 import re
 import uuid
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -24,11 +25,14 @@ from execution_core.application.ports import (
 )
 from execution_core.application.projection import run_completed, run_message
 from execution_core.application.transitions import record_transition
-from execution_core.domain import reasons
+from execution_core.domain import arrays, reasons
 from execution_core.domain import states as s
 from metallo import parameters
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
+
+if TYPE_CHECKING:
+    from execution_core.application.array_groups import ArrayGroups
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -96,8 +100,10 @@ async def launch_run(
     store: RunStore,
     authority: ProjectAuthority,
     outbox: MessageOutbox,
+    groups: ArrayGroups | None = None,
 ) -> pb.LaunchRunReply:
-    """Accept a launch: check ``runs.launch`` now, record the request and the member.
+    """Accept a launch: check ``runs.launch`` now, record the request and the member
+    (and a collection child's array group and index, ADR 0032).
 
     Returns the new Run's id in phase ``accepted`` (planning follows in the
     launch worker). With a ``launch_key`` already used in the Project for the
@@ -125,6 +131,12 @@ async def launch_run(
         parameters.check(dict(cmd.parameters))
     except parameters.ParameterError as e:
         raise Rejected(reasons.INVALID_ARGUMENT, f"parameters: {e}"[:1000]) from None
+    group = None
+    if cmd.HasField("array_group"):
+        g = cmd.array_group
+        group = arrays.GroupRequest(g.group_id, g.size, g.index, g.max_active, g.mode)
+        _require(groups is not None, "array groups are not served here")
+        _require(not arrays.check_request(group), arrays.check_request(group))
     _check_permission(authority, meta.project, meta.acting_member, "runs.launch")
 
     if cmd.launch_key:
@@ -135,6 +147,7 @@ async def launch_run(
                 and existing["revision"] == cmd.revision
                 and existing["repository_commit"] == cmd.repository_commit
                 and (existing.get("parameters") or {}) == dict(cmd.parameters)
+                and existing.get("array_group_id", "") == (group.group_id if group else "")
             )
             if not same:
                 raise Rejected(
@@ -146,7 +159,7 @@ async def launch_run(
                 run_id=existing["run_id"], phase=existing["phase"], version=existing["version"]
             )
 
-    return await accept_run(
+    reply = await accept_run(
         session,
         store,
         outbox,
@@ -160,8 +173,12 @@ async def launch_run(
             "labels": dict(cmd.labels),
             "repository_commit": cmd.repository_commit,
             "parameters": dict(cmd.parameters),
+            "array_group_id": group.group_id if group else "",
         },
     )
+    if group is not None and groups is not None:
+        await groups.register(session, group, reply.run_id, meta.project)
+    return reply
 
 
 async def accept_run(

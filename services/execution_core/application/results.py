@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,9 +21,14 @@ from execution_core.application.ports import RunStore
 from metallo.messaging import PoisonMessage
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
 
+if TYPE_CHECKING:
+    from execution_core.application.array_groups import ArrayGroups
+
 log = logging.getLogger(__name__)
 
 MAX_RESULT_BYTES = 256 * 1024
+#: A start-array result names every task's jobs (up to 1,000 tasks).
+MAX_ARRAY_RESULT_BYTES = 2 * 1024 * 1024
 MAX_NATIVE_JOBS = 16
 
 
@@ -34,8 +39,9 @@ def parse_result(event: sc.SiteCommandResultRecorded) -> dict[str, Any]:
     command, or has an unknown outcome: it can never be applied.
     """
     raw = event.result_json.encode("utf-8")
-    if len(raw) > MAX_RESULT_BYTES:
-        raise PoisonMessage(f"result of {len(raw)} bytes exceeds {MAX_RESULT_BYTES}")
+    limit = MAX_ARRAY_RESULT_BYTES if event.kind == "start-array" else MAX_RESULT_BYTES
+    if len(raw) > limit:
+        raise PoisonMessage(f"result of {len(raw)} bytes exceeds {limit}")
     try:
         result = json.loads(raw)
     except ValueError as exc:
@@ -70,9 +76,14 @@ def parse_result(event: sc.SiteCommandResultRecorded) -> dict[str, Any]:
 
 
 async def apply_result(
-    session: AsyncSession, event: sc.SiteCommandResultRecorded, *, store: RunStore
+    session: AsyncSession,
+    event: sc.SiteCommandResultRecorded,
+    *,
+    store: RunStore,
+    groups: ArrayGroups | None = None,
 ) -> None:
-    """Record the result on its command and wake the Run's supervisor (one transaction)."""
+    """Record the result on its command and wake the Run's supervisor (one transaction);
+    a group member's prepare and a group's start-array also settle the group's facts."""
     command = await store.find_command(session, event.command_id, for_update=True)
     if command is None:
         log.info("result for unknown command %s ignored (not Execution Core's)", event.command_id)
@@ -94,6 +105,12 @@ async def apply_result(
             "sequence": event.sequence or None,
         },
     )
+    if groups is not None:
+        # The group row is locked before any Run row (the order every decider keeps).
+        if command["kind"] == "start-array":
+            await groups.on_start_array_result(session, command, result)
+        else:
+            await groups.on_prepare_result(session, command, result["outcome"])
     # The command is answered: a deferral reported for it no longer holds the Run.
     await store.clear_waiting(session, command["run_id"], event.command_id)
     # One UPDATE: due now, version bumped (a supervisor deciding meanwhile must

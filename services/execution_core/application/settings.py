@@ -41,6 +41,9 @@ class Settings:
     batch: int = 20  # Runs claimed per pass
     log_read_seconds: float = 10.0  # a log read without the Site's answer after this is expired
     log_read_retention_seconds: float = 3600.0  # answered log reads are deleted after this
+    # An array group's one deadline, from its first child's acceptance: a group not
+    # fully prepared by then starts its children on their own (prefer) or fails them (require).
+    array_group_deadline_seconds: float = 600.0
 
     def timing(self) -> Timing:
         """The lifecycle timing these settings give."""

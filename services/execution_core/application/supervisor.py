@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -29,7 +29,7 @@ from execution_core.application.ports import MessageOutbox, RunStore, SiteDrainS
 from execution_core.application.projection import run_completed
 from execution_core.application.settings import Settings
 from execution_core.application.transitions import record_transition
-from execution_core.domain import lifecycle
+from execution_core.domain import arrays, lifecycle
 from execution_core.domain import states as s
 from execution_core.domain.canonical import canonical_json
 from metallo.common.v1 import common_pb2
@@ -37,6 +37,9 @@ from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.persistence.leases import Claim, LeaseLost
 from metallo.persistence.polling import PollingWorker
 from metallo.site_coordination.v1 import site_coordination_pb2 as sc
+
+if TYPE_CHECKING:
+    from execution_core.application.array_groups import ArrayGroups
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class RunSupervisor(PollingWorker):
         owner: str = "run-supervisor",
         fault: FaultHook = no_fault,
         drains: SiteDrainStore | None = None,
+        groups: ArrayGroups | None = None,
     ):
         self.sessions = sessions
         self.store = store
@@ -91,6 +95,7 @@ class RunSupervisor(PollingWorker):
         self.owner = f"{owner}:{uuid.uuid4().hex[:8]}"
         self.fault = fault
         self.drains = drains  # None: no Site is ever draining
+        self.groups = groups  # None: no Run is started in an array group
 
     @property
     def poll_seconds(self) -> float:
@@ -165,6 +170,8 @@ class RunSupervisor(PollingWorker):
                 retry_on_lost=run["retry_on_lost"],
                 site_draining=await self._site_draining(session, run, current),
             )
+            facts = (await self.groups.facts_for_step(session, run, current, now)
+                     if self.groups is not None else None)
             attempt_view = None
             if current is not None:
                 attempt_view = lifecycle.AttemptView(
@@ -173,14 +180,22 @@ class RunSupervisor(PollingWorker):
                     state=current["state"],
                     created_at=current["created_at"],
                     dispatch_deadline=current["dispatch_deadline"],
-                    commands=tuple(command_fact(c) for c in commands),
+                    # A group's start-array row stands for its children through their
+                    # own (pending or relayed) start, never as a command of its own.
+                    commands=tuple(command_fact(c) for c in commands
+                                   if c["kind"] != arrays.START_ARRAY),
                     native_end_noticed_after_seq=current.get("native_end_noticed_after_seq"),
                     lost_marked=current.get("lost_marked_at") is not None,
                     deferred_command_id=run["waiting_command_id"],
+                    array=facts,
                 )
             decision = lifecycle.decide(view, attempt_view, now, self.timing)
             await self.fault("supervisor:decided")
-            await self._persist(session, claim, run, current, commands, decision, now)
+            if self.groups is not None:
+                await self.groups.after_decision(session, run, facts, decision, now)
+            note = arrays.start_note(facts)
+            await self._persist(session, claim, run, current, commands, decision, now,
+                                array_start=note or run.get("array_start", ""))
             await self.fault("supervisor:before-commit")
         await self.fault("supervisor:committed")
 
@@ -193,6 +208,7 @@ class RunSupervisor(PollingWorker):
         existing: list[dict[str, Any]],
         d: lifecycle.Decision,
         now: datetime,
+        array_start: str = "",
     ) -> None:
         run_values: dict[str, Any] = {
             "phase": d.phase,
@@ -216,6 +232,8 @@ class RunSupervisor(PollingWorker):
                 run_values["output_commit"] = d.output_commit
             if d.endpoint:
                 run_values["endpoint"] = d.endpoint
+        if array_start != run.get("array_start", ""):
+            run_values["array_start"] = array_start
         if d.desired_state == s.DESIRED_CANCEL and run["desired_state"] != s.DESIRED_CANCEL:
             run_values["cancel_requested_at"] = now  # the dispatch deadline stopped it
 
@@ -310,9 +328,8 @@ class RunSupervisor(PollingWorker):
             counts[c["kind"]] = max(counts.get(c["kind"], 0), c["ordinal"])
         # Each command names the Attempt's one before it: Site Coordination appends it
         # only after that one, whichever replica or redelivery handles it first (log
-        # reads stand apart: they need no order).
-        ordered = [c for c in existing if c["kind"] != "read-log"]
-        previous = max(ordered, key=lambda c: c["seq"])["command_id"] if ordered else ""
+        # reads and starts relayed from a group's start-array stand apart).
+        previous = arrays.predecessor(existing)
         for kind, payload in commands:
             ordinal = counts.get(kind, 0) + 1
             counts[kind] = ordinal

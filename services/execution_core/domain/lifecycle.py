@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from execution_core.domain import arrays, observations, reasons
 from execution_core.domain import attempt_outcomes as ao
-from execution_core.domain import observations, reasons
 from execution_core.domain import reconciliation as rec
 from execution_core.domain import states as s
 from execution_core.domain.lifecycle_facts import (
@@ -85,6 +85,8 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
     prep_kind, start_kind, stop_kind = kinds(run.family)
     cmds = attempt.commands
     prep, start, stop = _first(cmds, prep_kind), _first(cmds, start_kind), _first(cmds, stop_kind)
+    # A dispatched array group's start-array is the child's own (uncertain) start.
+    start = start or arrays.pending_start(attempt.array)
     obs = observations.merge(attempt.commands, stop)
     d = Decision(
         phase=run.phase,
@@ -225,6 +227,12 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
             return d
         return ao.stop_loop(attempt, d, now, t, stop_kind, reason, quiet=quiet)
 
+    # 3b. A ``require`` array group that cannot start as one array ends its children.
+    if start is None and attempt.array is not None and attempt.array.state == arrays.FAILED:
+        return ao.end_without_native_work(
+            d, prep, stop, stop_kind, s.OUTCOME_FAILED, reasons.ARRAY_UNAVAILABLE, now
+        )
+
     # 4. The normal path.
     if prep is None:
         d.commands.append((prep_kind, prepare_payload(run.material, attempt.dispatch_deadline)))
@@ -236,6 +244,17 @@ def decide(run: RunView, attempt: AttemptView | None, now: datetime, t: Timing) 
         d.phase = s.PHASE_PREPARING
         d.attempt.state = s.ATTEMPT_PREPARING
         d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline)
+        return d
+    if start is None and arrays.holds_start(attempt.array):
+        # Prepared; the group's one start-array waits for its siblings (bounded by the
+        # group's deadline, then the child starts on its own or fails).
+        d.phase = s.PHASE_PREPARING
+        d.attempt.state = s.ATTEMPT_PREPARED
+        forming = attempt.array.state == arrays.FORMING
+        d.waiting_reason = (reasons.WAIT_ARRAY_GROUP_FORMING if forming
+                            else reasons.WAIT_ARRAY_MAX_ACTIVE)
+        d.wake_at = min(now + timedelta(seconds=t.result_recheck), attempt.dispatch_deadline,
+                        *([attempt.array.deadline] if forming else []))
         return d
     if start is None:
         d.commands.append((start_kind, {}))

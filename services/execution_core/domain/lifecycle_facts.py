@@ -48,6 +48,7 @@ class AttemptView:
     native_end_noticed_after_seq: int | None = None
     lost_marked: bool = False  # an operator's mark-lost (ReconcileRun)
     deferred_command_id: str | None = None  # the pending command the Site reported deferred
+    array: Any = None  # the Attempt's array group (domain.arrays.ArrayFacts), None: none
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class PlanningInput:
     repository_commit: str = ""  # hand-off override (LaunchRun.repository_commit)
     draining: frozenset[str] = frozenset()  # Site ids an operator is draining
     parameters: dict[str, str] = field(default_factory=dict)  # a collection child's values
+    site_id: str = ""  # the Site its array group was placed on: only it may be chosen
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,8 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     ``site-not-ready``); one of the ready ones must not be draining (else Wait
     ``site-draining``); the Project's and the Site's concurrent-Run limits must
     leave room (else Wait ``concurrent-run-limit``). Among the remaining Sites the
-    one with the fewest active Runs is chosen (ties by Site id).
+    one with the fewest active Runs is chosen (ties by Site id). A child of an array
+    group already placed (``site_id``) is planned on that Site only.
     """
     rev = inp.revision
     if rev.project != inp.project:
@@ -266,7 +268,9 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
         policy = RetryPolicy(1, 0.0)  # services are reconciled by the Site, never re-attempted here
 
     in_env = sorted(
-        (s for s in inp.sites if s.environment == rev.environment), key=lambda s: s.site_id
+        (s for s in inp.sites if s.environment == rev.environment
+         and (not inp.site_id or s.site_id == inp.site_id)),
+        key=lambda s: s.site_id,
     )
     if not in_env:
         return Rejection(

@@ -26,6 +26,9 @@ MEMBER_BINDING_MISSING = "member-binding-missing"
 WALL_TIME_ABOVE_LIMIT = "wall-time-above-limit"
 GPU_CLASS_UNAVAILABLE = "gpu-class-unavailable"
 PLANNING_TIMED_OUT = "planning-timed-out"
+#: An ``array: require`` collection child whose group cannot start as one Slurm array
+#: (also a lifecycle ending: the group's start-array was refused or never formed).
+ARRAY_UNAVAILABLE = "array-unavailable"
 
 # Temporary planning conditions: planning waits and retries at a durable time.
 WAIT_SITE_NOT_READY = "site-not-ready"
@@ -46,6 +49,8 @@ MARKED_LOST = "marked-lost"  # an operator ended it with `metallo run reconcile 
 # Waiting codes Execution Core sets itself (Run.waiting_reason; the Site's deferral
 # codes are the others).
 WAIT_ATTEMPT_UNKNOWN_AT_SITE = "attempt-unknown-at-site"
+WAIT_ARRAY_GROUP_FORMING = "array-group-forming"  # prepared; its siblings are not all yet
+WAIT_ARRAY_MAX_ACTIVE = "array-max-active"  # started on its own: maxActive siblings run now
 
 #: Refusal codes with which a Site says it does not know an Attempt (docs/site-commands.md):
 #: for an Attempt whose start was sent, the lost-Attempt rule applies (docs/runs.md).

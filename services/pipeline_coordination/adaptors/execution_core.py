@@ -72,6 +72,7 @@ class ExecutionCoreClient:
                 labels=request.labels,
                 repository_commit=request.repository_commit,
                 parameters=request.parameters,
+                array_group=(ec.ArrayGroup(**vars(request.array_group)) if request.array_group else None),
             )
         )
         return reply.run_id
@@ -104,4 +105,5 @@ class ExecutionCoreClient:
             output_commit=run.output_commit,
             ready=service_ready(run),
             endpoint=run.endpoint,
+            array_start=run.array_start,
         )

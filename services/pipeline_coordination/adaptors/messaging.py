@@ -141,4 +141,5 @@ def register_events(consumer: EventConsumer, store: PipelineStore) -> None:
             output_commit=event.output_commit,
             launch_key=event.launch_key,
             labels=dict(event.labels),
+            array_start=event.array_start,
         )

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pipeline_coordination.application.faults import FaultHook
-from pipeline_coordination.application.ports import LaunchRequest, Refused, Runs
+from pipeline_coordination.application.ports import ArrayGroup, LaunchRequest, Refused, Runs
 from pipeline_coordination.domain import collection as c
 from pipeline_coordination.domain import collection_answers as ca
 from pipeline_coordination.domain import identities
@@ -45,7 +45,18 @@ def child_request(p: d.Pipeline, s: d.Step, item: c.Item) -> LaunchRequest:
         labels=child_labels(p, s, item.index),
         repository_commit=s.pinned_commit,
         parameters=dict(item.parameters),
+        array_group=child_array_group(s, item),
     )
+
+
+def child_array_group(s: d.Step, item: c.Item) -> ArrayGroup | None:
+    """Child ``item``'s array group when its collection launches as one array (index from 0)."""
+    shape = s.collection
+    if shape is None or not c.launches_as_array(shape, s.environment):
+        return None
+    index, size = c.array_position(s.items, item)
+    return ArrayGroup(group_id=c.array_group_id(s.collection_id, s.launch_attempt), size=size,
+                      index=index, max_active=min(shape.max_active, size), mode=shape.array)
 
 
 async def perform(runs: Runs, fault: FaultHook, apply: Apply, p: d.Pipeline, effect: d.Effect) -> Change:

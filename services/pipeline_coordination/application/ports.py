@@ -74,6 +74,18 @@ class LaunchRequest:
     labels: dict[str, str]
     repository_commit: str
     parameters: dict[str, str] = field(default_factory=dict)  # a collection child's values
+    array_group: ArrayGroup | None = None  # a collection child launched with its siblings as one array
+
+
+@dataclass(frozen=True)
+class ArrayGroup:
+    """LaunchRun's ``array_group`` of a collection child (ADR 0032)."""
+
+    group_id: str
+    size: int
+    index: int  # 0..size-1
+    max_active: int
+    mode: str  # prefer | require
 
 
 class Portfolio(Protocol):

@@ -230,6 +230,7 @@ async def run_completed(
     output_commit: str,
     launch_key: str,
     labels: dict[str, str],
+    array_start: str = "",
 ) -> bool:
     """Apply an Execution Core RunCompleted to the step that launched the Run; True when it changed something.
 
@@ -257,7 +258,7 @@ async def run_completed(
         return False
     if ident.item:
         new = collection_answers.on_item_completed(p, ident.step, ident.item, run_id, outcome, reason_code,
-                                                   output_commit)
+                                                   output_commit, array_start)
     else:
         new = answers.on_run_completed(p, ident.step, run_id, outcome, reason_code, output_commit)
     if new == p:

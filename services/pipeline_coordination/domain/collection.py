@@ -21,6 +21,7 @@ The step ends once every child has ended: ``succeeded`` when all did,
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -142,16 +143,53 @@ def items_of(s: Shape) -> tuple[Item, ...]:
 def array_decision(s: Shape, environment: str) -> tuple[str, str]:
     """(decision, refusal code): how the children are submitted, and why not as an array.
 
-    Children always run as individual Runs here; ``array: require`` is refused
-    (``array-unavailable``) rather than silently submitted one by one.
+    On a Slurm environment ``prefer`` and ``require`` launch every child at once in
+    one array group (Execution Core starts them as one Slurm array per stage, the
+    array's ``%maxActive`` throttling them); elsewhere ``prefer`` runs them as
+    individual Runs and ``require`` is refused (``array-unavailable``) rather than
+    silently submitted one by one. How Execution Core then started them comes back
+    with each child's Run (:func:`with_array_start`).
     """
     if s.array == ARRAY_NEVER:
         return "individual: array: never", ""
-    why = ("this platform does not compile Slurm job arrays yet" if environment == "slurm"
-           else f"the Site's environment is {environment}, not slurm")
+    if environment == "slurm":
+        return f"array: {s.array}: one Slurm array per stage (maxActive {s.max_active})", ""
+    why = f"the Site's environment is {environment}, not slurm"
     if s.array == ARRAY_REQUIRE:
         return f"refused: array: require, but {why}", R_ARRAY_UNAVAILABLE
     return f"individual: {why}", ""
+
+
+def launches_as_array(s: Shape | None, environment: str) -> bool:
+    """Whether the children are launched together in one array group."""
+    return s is not None and s.array != ARRAY_NEVER and environment == "slurm"
+
+
+def array_position(items: tuple[Item, ...], item: Item) -> tuple[int, int]:
+    """(task index from 0, group size) of ``item`` among the children launched in the
+    array group: every child but those a rerun carried over (they never launch again),
+    in item order — so a rerun's group holds exactly the children it relaunches."""
+    launched = [i.index for i in items if not i.carried_from]
+    return launched.index(item.index), len(launched)
+
+
+_ARRAY_NAMESPACE = uuid.UUID("5d0c9e3a-7b61-4f0e-9a2c-3e8f1b6d4a70")
+
+
+def array_group_id(collection_id: str, launch_attempt: int) -> str:
+    """The array group of a collection's children launched together (stable: a
+    re-sent launch names the same group)."""
+    return str(uuid.uuid5(_ARRAY_NAMESPACE, f"{collection_id}:{launch_attempt}"))
+
+
+def with_array_start(decision: str, array_start: str) -> str:
+    """The step's array decision once a child's Run says how it was started: an array
+    that fell back (``individual: …``) or failed (``refused: …``) says why, once."""
+    if not decision.startswith("array:") or not array_start.startswith(("individual:", "refused:")):
+        return decision
+    if "; then " in decision:
+        return decision  # the first child's word stands: the group settles once
+    return f"{decision}; then {array_start}"[:MAX_REASON]
 
 
 def halting_reason(items: tuple[Item, ...], fail_fast: bool, stopping: bool, cancelled_by: str) -> tuple[str, str]:

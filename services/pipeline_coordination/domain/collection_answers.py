@@ -100,8 +100,9 @@ def on_item_refused(p: Pipeline, index: int, k: int, code: str, message: str, no
 
 
 def on_item_completed(p: Pipeline, index: int, k: int, run_id: str, outcome: str, reason_code: str,
-                      output_commit: str) -> Pipeline:
-    """A RunCompleted fact for child ``k``'s Run; also records the Run id when the launch reply was lost."""
+                      output_commit: str, array_start: str = "") -> Pipeline:
+    """A RunCompleted fact for child ``k``'s Run; also records the Run id when the launch reply was lost,
+    and how Execution Core started it when an array fell back (the step's array decision)."""
     s = p.step(index)
     try:
         item = _item(s, k)
@@ -111,6 +112,7 @@ def on_item_completed(p: Pipeline, index: int, k: int, run_id: str, outcome: str
         return p
     if item.state == c.WAITING:
         return p  # a launch this child never recorded intent for cannot be its Run
+    s = replace(s, array_decision=c.with_array_start(s.array_decision, array_start))
     return _with_item(p, s, replace(item, run_id=run_id, run_outcome=outcome,
                                     reason_code=item.reason_code or reason_code, output_commit=output_commit))
 
@@ -123,7 +125,8 @@ def on_item_observed(p: Pipeline, index: int, k: int, view: RunView, now: dateti
         return p
     p = _with_item(p, s, replace(item, observed_at=now))
     if view.outcome:
-        return on_item_completed(p, index, k, view.run_id, view.outcome, view.reason_code, view.output_commit)
+        return on_item_completed(p, index, k, view.run_id, view.outcome, view.reason_code, view.output_commit,
+                                 view.array_start)
     return p
 
 

@@ -80,6 +80,8 @@ def candidates(p: Pipeline, s: Step, now: datetime, timing: Timing) -> Candidate
     halt = bool(halting(p, s)[0])
     active = sum(1 for i in s.items if i.state in c.ITEM_ACTIVE)
     room = s.collection.max_active - active if s.collection else 0
+    if c.launches_as_array(s.collection, s.environment):
+        room = len(s.items)  # one array: its %maxActive throttles, not the launches
     for i in s.items:
         if halt and i.run_id and i.awaiting_end and not i.cancel_requested:
             out.cancels.append(Effect("cancel-item", s.index, i.index))

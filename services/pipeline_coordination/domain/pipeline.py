@@ -233,6 +233,7 @@ class RunView:
     output_commit: str = ""
     ready: bool = False
     endpoint: str = ""
+    array_start: str = ""  # a collection child's: how Execution Core started it (array groups)
 
 
 @dataclass(frozen=True)

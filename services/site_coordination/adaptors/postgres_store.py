@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from site_coordination.adaptors import site_statements as sql
 from site_coordination.adaptors.site_statements import NOTIFY_CHANNEL
 from site_coordination.adaptors.tables import (
+    array_task_attempts,
     command_grants,
     progress_reports,
     read_permits,
@@ -73,6 +74,12 @@ class PostgresSiteStore:
             "v_payload_json": command.payload_json, "v_request_hash": request_hash,
         })).one()
         return sql.command_of(row)
+
+    async def add_array_tasks(self, command_id: str, attempt_ids: list[str]) -> None:
+        """``INSERT`` one ``array_task_attempts`` row per task (a replay adds none)."""
+        await (await self._core()).execute(
+            insert(array_task_attempts).on_conflict_do_nothing(),
+            [{"attempt_id": a, "command_id": command_id} for a in attempt_ids])
 
     def _stream_where(self, stream: StreamKey):
         return (site_streams.c.site_id == stream.site_id) & (
@@ -174,7 +181,8 @@ class PostgresSiteStore:
     async def attempt(self, attempt_id: str) -> tuple[StreamKey, AttemptState] | None:
         """Scan the Attempt's commands by sequence: the last material command gives the
         material; ``completed`` when a result ends the Attempt; ``start_delivered`` once a
-        ``start`` was delivered. None without a material command.
+        ``start`` — or a ``start-array`` naming it as a task — was delivered. None without a
+        material command.
         """
         rows = (await (await self._core()).execute(
             sql.ATTEMPT_COMMANDS, {"w_attempt_id": attempt_id})).all()
@@ -192,6 +200,9 @@ class PostgresSiteStore:
                 completed = True
         if material_row is None:
             return None
+        if not start_delivered:
+            start_delivered = (await (await self._core()).execute(
+                sql.ARRAY_TASK_DELIVERED, {"w_attempt_id": attempt_id})).first() is not None
         stream = StreamKey(material_row.site_id, material_row.environment)
         return stream, AttemptState(
             run_id=material_row.run_id, attempt_id=attempt_id,

@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from metallo.persistence.prebuilt import set_clause
 from site_coordination.adaptors.tables import (
+    array_task_attempts,
     native_end_notices,
     repository_grants,
     site_commands,
@@ -163,6 +164,13 @@ INSERT_COMMAND = (
 ATTEMPT_COMMANDS = (
     select(site_commands).where(site_commands.c.attempt_id == bindparam("w_attempt_id"))
     .order_by(site_commands.c.sequence)
+)
+ARRAY_TASK_DELIVERED = (
+    select(array_task_attempts.c.command_id)
+    .join(site_commands, site_commands.c.command_id == array_task_attempts.c.command_id)
+    .where(array_task_attempts.c.attempt_id == bindparam("w_attempt_id"),
+           site_commands.c.first_delivered_at.is_not(None))
+    .limit(1)
 )
 ATTEMPT_RUN_IN_STREAM = (
     select(site_commands.c.run_id).where(

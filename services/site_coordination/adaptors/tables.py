@@ -12,6 +12,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -129,6 +130,15 @@ ended_attempts = Table(
     Column("run_id", Text, nullable=False),
     Column("reason", Text, nullable=False),  # result | superseded
     Column("noticed_at", DateTime(timezone=True), nullable=False, server_default=_now),
+)
+
+# The Attempts a start-array command submits (migration 0006): each counts as started
+# once that command is delivered.
+array_task_attempts = Table(
+    "array_task_attempts", metadata,
+    Column("attempt_id", Text, nullable=False),
+    Column("command_id", Text, ForeignKey("site_commands.command_id"), nullable=False),
+    PrimaryKeyConstraint("attempt_id", "command_id"),
 )
 
 read_permits = Table(

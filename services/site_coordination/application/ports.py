@@ -60,6 +60,9 @@ class SiteStore(Protocol):
     async def append_command(self, command: NewCommand, request_hash: str) -> StoredCommand:
         """Insert with the stream's next sequence (gapless, safe under concurrency)."""
         ...
+    async def add_array_tasks(self, command_id: str, attempt_ids: list[str]) -> None:
+        """Record the Attempts a ``start-array`` command submits (one row each)."""
+        ...
     async def deliver_next(self, stream: StreamKey) -> StoredCommand | None:
         """Mark the command after the acknowledged one delivered and return it (or None)."""
         ...

@@ -25,9 +25,11 @@ from site_coordination.domain.grants import (
 )
 from site_coordination.domain.streams import (
     MAX_PAYLOAD_BYTES,
+    START_ARRAY,
     NewCommand,
     StoredCommand,
     StreamKey,
+    array_task_attempts,
     check_identifier,
     decide_result,
     validate_new_command,
@@ -93,6 +95,10 @@ async def append_command(store: SiteStore, command: sc_pb2.AppendSiteCommand) ->
                           f"{command.after_command_id} is not a command of attempt "
                           f"{new.attempt_id} in stream {new.stream.site_id}/{new.stream.environment}")
     stored = await store.append_command(new, request_hash)
+    if new.kind == START_ARRAY:
+        # Each task's Attempt is submitted by this command (its stage-out may then
+        # cross the deadline as a started Attempt's does).
+        await store.add_array_tasks(command_id, array_task_attempts(payload, new.run_id, new.attempt_id))
     await store.notify(stored.stream)
     # No SiteCommandAppended (ADR 0014): its one consumer never used the sequence,
     # which SiteCommandResultRecorded carries; the AppendSiteCommand reply has it too.

@@ -16,9 +16,11 @@ from typing import Any
 from site_coordination.domain.errors import Conflict, Invalid
 
 ENVIRONMENTS = frozenset({"slurm", "k8s"})
+START_ARRAY = "start-array"
 KINDS = frozenset(
-    {"prepare", "start", "observe", "cancel", "apply", "terminate", "read-log"}
+    {"prepare", "start", START_ARRAY, "observe", "cancel", "apply", "terminate", "read-log"}
 )
+MAX_ARRAY_TASKS = 1000
 MATERIAL_KINDS = frozenset({"prepare", "apply"})
 TERMINAL_PHASES = frozenset({"succeeded", "failed", "cancelled"})
 OUTCOMES = frozenset({"succeeded", "refused"})
@@ -111,6 +113,30 @@ def validate_new_command(command_id: str, site_id: str, environment: str, kind: 
         raise Invalid("invalid-argument", "attempt_number must be 1..1000000")
     if not isinstance(payload, dict):
         raise Invalid("invalid-argument", "payload_json must be a JSON object")
+    if kind == START_ARRAY:
+        array_task_attempts(payload, run_id, attempt_id)
+
+
+def array_task_attempts(payload: dict[str, Any], run_id: str, attempt_id: str) -> list[str]:
+    """The Attempt ids of a ``start-array`` payload's tasks in index order
+    (docs/site-commands.md): indices exactly 0..N-1 with N from 1 to 1,000, distinct
+    Attempts, task 0 the envelope's own Run and Attempt. Raises :class:`Invalid`
+    naming the first thing wrong."""
+    array = payload.get("array")
+    tasks = array.get("tasks") if isinstance(array, dict) else None
+    if not isinstance(tasks, list) or not 1 <= len(tasks) <= MAX_ARRAY_TASKS:
+        raise Invalid("invalid-argument", f"a start-array payload names 1..{MAX_ARRAY_TASKS} tasks")
+    attempts: list[str] = []
+    for position, task in enumerate(tasks):
+        if not isinstance(task, dict) or task.get("index") != position:
+            raise Invalid("invalid-argument", f"start-array task {position} is not index {position}")
+        check_identifier(f"task {position} run_id", task.get("run_id"))
+        attempts.append(check_identifier(f"task {position} attempt_id", task.get("attempt_id")))
+    if len(set(attempts)) != len(attempts):
+        raise Invalid("invalid-argument", "a start-array payload names an Attempt twice")
+    if (tasks[0]["run_id"], tasks[0]["attempt_id"]) != (run_id, attempt_id):
+        raise Invalid("invalid-argument", "start-array task 0 must be the command's own Attempt")
+    return attempts
 
 
 def decide_result(command: StoredCommand, acknowledged: int, result_json: str) -> bool:

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LaunchRun(_message.Message):
-    __slots__ = ("metadata", "workload_id", "revision", "launch_key", "labels", "repository_commit", "parameters")
+    __slots__ = ("metadata", "workload_id", "revision", "launch_key", "labels", "repository_commit", "parameters", "array_group")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class LaunchRun(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REPOSITORY_COMMIT_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_GROUP_FIELD_NUMBER: _ClassVar[int]
     metadata: _common_pb2.CommandMetadata
     workload_id: str
     revision: int
@@ -40,7 +41,22 @@ class LaunchRun(_message.Message):
     labels: _containers.ScalarMap[str, str]
     repository_commit: str
     parameters: _containers.ScalarMap[str, str]
-    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., repository_commit: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    array_group: ArrayGroup
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.CommandMetadata, _Mapping]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., repository_commit: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ..., array_group: _Optional[_Union[ArrayGroup, _Mapping]] = ...) -> None: ...
+
+class ArrayGroup(_message.Message):
+    __slots__ = ("group_id", "size", "index", "max_active", "mode")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    size: int
+    index: int
+    max_active: int
+    mode: str
+    def __init__(self, group_id: _Optional[str] = ..., size: _Optional[int] = ..., index: _Optional[int] = ..., max_active: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class LaunchRunReply(_message.Message):
     __slots__ = ("run_id", "phase", "version")
@@ -259,7 +275,7 @@ class Attempt(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., number: _Optional[int] = ..., state: _Optional[str] = ..., material_digest: _Optional[str] = ..., native_jobs: _Optional[_Iterable[_Union[NativeJob, _Mapping]]] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., reason_code: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatch_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage", "rerun_of", "parameters")
+    __slots__ = ("run_id", "project", "workload_id", "revision", "action", "action_type", "environment", "family", "service_kind", "site_id", "desired_state", "phase", "native_state", "observation_phase", "observation_confidence", "exit", "outcome", "reason_code", "initiating_member", "launch_command_id", "launch_key", "labels", "attempts", "repositories", "output_commit", "endpoint", "spec_digest", "cancel_reason", "cancelled_by", "accepted_at", "planned_at", "started_at", "ended_at", "updated_at", "version", "max_attempts", "history", "reason_message", "waiting_reason", "native_wait", "native_stage", "rerun_of", "parameters", "array_start")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +333,7 @@ class Run(_message.Message):
     NATIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
     RERUN_OF_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_START_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     workload_id: str
@@ -360,7 +377,8 @@ class Run(_message.Message):
     native_stage: str
     rerun_of: str
     parameters: _containers.ScalarMap[str, str]
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ..., rerun_of: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    array_start: str
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., action: _Optional[str] = ..., action_type: _Optional[str] = ..., environment: _Optional[str] = ..., family: _Optional[str] = ..., service_kind: _Optional[str] = ..., site_id: _Optional[str] = ..., desired_state: _Optional[str] = ..., phase: _Optional[str] = ..., native_state: _Optional[str] = ..., observation_phase: _Optional[str] = ..., observation_confidence: _Optional[str] = ..., exit: _Optional[_Union[ExitFacts, _Mapping]] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., initiating_member: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., repositories: _Optional[_Iterable[_Union[PinnedRepository, _Mapping]]] = ..., output_commit: _Optional[str] = ..., endpoint: _Optional[str] = ..., spec_digest: _Optional[str] = ..., cancel_reason: _Optional[str] = ..., cancelled_by: _Optional[str] = ..., accepted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ..., max_attempts: _Optional[int] = ..., history: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ..., reason_message: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., native_wait: _Optional[str] = ..., native_stage: _Optional[str] = ..., rerun_of: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ..., array_start: _Optional[str] = ...) -> None: ...
 
 class RunAccepted(_message.Message):
     __slots__ = ("run_id", "project", "workload_id", "revision", "initiating_member", "launch_command_id", "launch_key", "labels")
@@ -417,7 +435,7 @@ class RunStarted(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., attempt_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., site_id: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RunCompleted(_message.Message):
-    __slots__ = ("run_id", "project", "outcome", "reason_code", "output_commit", "launch_command_id", "launch_key", "labels", "workload_id", "revision", "attempts")
+    __slots__ = ("run_id", "project", "outcome", "reason_code", "output_commit", "launch_command_id", "launch_key", "labels", "workload_id", "revision", "attempts", "array_start")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -436,6 +454,7 @@ class RunCompleted(_message.Message):
     WORKLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_START_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     project: str
     outcome: str
@@ -447,7 +466,8 @@ class RunCompleted(_message.Message):
     workload_id: str
     revision: int
     attempts: int
-    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., output_commit: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., attempts: _Optional[int] = ...) -> None: ...
+    array_start: str
+    def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., output_commit: _Optional[str] = ..., launch_command_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., workload_id: _Optional[str] = ..., revision: _Optional[int] = ..., attempts: _Optional[int] = ..., array_start: _Optional[str] = ...) -> None: ...
 
 class ReadRunLog(_message.Message):
     __slots__ = ("metadata", "run_id", "attempt_number", "stage", "max_bytes", "offset")
