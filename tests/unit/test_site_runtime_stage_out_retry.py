@@ -219,7 +219,18 @@ def test_a_ref_lock_another_push_still_holds_is_a_moved_branch_too(tmp_path):
     r, remote = checked_out(tmp_path)
     lock = remote / "refs" / "heads" / "main.lock"
     lock.write_text("")
-    release = threading.Timer(0.3, lock.unlink)
+    log_file = tmp_path / "stage.log"
+
+    def unlock_once_a_push_found_it_held() -> None:
+        # Released only after a push met the lock, however slow the machine is.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log_file.exists() and "File exists" in log_file.read_text(errors="replace"):
+                break
+            time.sleep(0.05)
+        lock.unlink()
+
+    release = threading.Thread(target=unlock_once_a_push_found_it_held)
     release.start()
     (Path(r.spec["repo_dir"]) / "ours.txt").write_text("second\n")
     try:
