@@ -112,3 +112,21 @@ def test_ten_children_are_three_slurm_arrays_each_child_its_own_run(slurm_stack,
         shown = subprocess.run(["git", "show", f"{commit}:out-{seed}.txt"], cwd=clone,
                                capture_output=True, text=True, check=True).stdout
         assert shown.split() == [seed]
+
+    # rerun --failed: the nine that succeeded are carried over; the one that failed runs
+    # again alone, as a one-task array group of its own (a group of ten would wait for
+    # nine children that never launch again).
+    again = metallo("pipeline", "rerun", p["pipeline_id"], "--failed", "--wait", "--timeout", "170",
+                    "--quiet", "--output", "json", timeout=200)
+    q = again.json()["pipeline"]
+    (grid2,) = q["steps"]
+    assert grid2["collection_counts"]["carried"] == 9, (grid2, again.stderr[-3000:])
+    rerun = metallo("collection", "show", grid2["collection_id"], "--output", "json", timeout=60).json()
+    (child,) = [i for i in rerun["items"] if not i.get("carried_from")]
+    assert child["parameters"]["seed"] == "7" and child["state"] == "failed"  # still exits 1
+    assert "then" not in rerun["array_decision"], rerun["array_decision"]
+    run = metallo("run", "show", child["run_id"], "--output", "json", timeout=60).json()
+    assert run["array_start"].startswith("array ") and run["array_start"].endswith(" task 0"), run
+    for job in run["attempts"][0]["native_jobs"]:
+        base, task = job["job_id"].split("_")
+        assert task == "0" and sacct_tasks(base) == [f"{base}_0"]
