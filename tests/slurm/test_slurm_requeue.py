@@ -57,7 +57,9 @@ async def _running_compute(executor, drv) -> str:
             await asyncio.sleep(1)
     await observe_until(executor, drv, {"running"})
     end = time.monotonic() + 60
-    while (executor.journal.stages(drv.attempt_id)["compute"].native or {}).get("state") != "RUNNING":
+    while (executor.journal.stages(drv.attempt_id)["compute"].native or {}).get(
+        "state"
+    ) != "RUNNING":
         assert time.monotonic() < end, "compute never ran"
         await asyncio.sleep(0.5)
         await _observe(executor, drv)
@@ -72,8 +74,12 @@ def _requeue(job_id: str) -> None:
     _scontrol("requeue", job_id)
 
 
-async def _cleanup(executor, drv, *job_ids: str) -> None:
+def _scancel(*job_ids: str) -> None:
     subprocess.run(["scancel", *job_ids], check=False, cwd="/tmp")
+
+
+async def _cleanup(executor, drv, *job_ids: str) -> None:
+    _scancel(*job_ids)
     with contextlib.suppress(Deferred):
         await executor.cancel(drv.command("cancel", {"reason": "test"}))
     await executor.rest.close()
@@ -126,12 +132,8 @@ async def test_a_requeued_compute_job_is_cancelled_and_fails_the_attempt(
         await _cleanup(executor, drv, *(j for j in (compute,) if j))
 
 
-async def test_a_requeue_within_the_sites_bound_waits_visibly(
-    slurm_lab, tmp_path, tokens, grants
-):
-    executor = make_executor(
-        tmp_path / "state", tokens, grants, env={"SLURM_COMPUTE_REQUEUES": 1}
-    )
+async def test_a_requeue_within_the_sites_bound_waits_visibly(slurm_lab, tmp_path, tokens, grants):
+    executor = make_executor(tmp_path / "state", tokens, grants, env={"SLURM_COMPUTE_REQUEUES": 1})
     drv = Driver()
     compute = ""
     try:

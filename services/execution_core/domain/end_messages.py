@@ -19,10 +19,14 @@ def site_end_message(reason_code: str, exit_: Mapping[str, Any] | None) -> str:
     job = f"its {stage} job" if stage else "its native work"
     seen = f" (scheduler state {state})" if state else ""
     if reason_code == CANCELLED_AT_SITE:
-        return (f"{job} was cancelled at the Site{seen}, not by a member through Metallo: "
-                "e.g. a Site administrator's or the job owner's scancel")
+        return (
+            f"{job} was cancelled at the Site{seen}, not by a member through Metallo: "
+            "e.g. a Site administrator's or the job owner's scancel"
+        )
     if reason_code == REQUEUED:
-        return (f"the Site's scheduler requeued {job}{seen}, which would run its work again; "
-                "the Site Runtime cancelled it (Slurm never re-runs Metallo's work: "
-                "a new Attempt is Execution Core's)")
+        return (
+            f"the Site's scheduler requeued {job}{seen}, which would run its work again; "
+            "the Site Runtime cancelled it (Slurm never re-runs Metallo's work: "
+            "a new Attempt is Execution Core's)"
+        )
     return ""

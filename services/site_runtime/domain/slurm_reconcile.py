@@ -191,7 +191,11 @@ def reconcile(
 
 
 def _sighted(
-    saved: Mapping[str, Any], queue: Sighting, accounting: Sighting, now: float, deadlines: Deadlines
+    saved: Mapping[str, Any],
+    queue: Sighting,
+    accounting: Sighting,
+    now: float,
+    deadlines: Deadlines,
 ) -> Reconciled:
     if queue.status == FOUND and queue.job is not None:
         job = queue.job
