@@ -70,6 +70,7 @@ NATIVE_WAIT_TEXTS = MappingProxyType(
         "slurm-reservation": "waiting for a reservation",
         "slurm-licenses": "waiting for licences",
         "slurm-other": "waiting in the Site's scheduler",
+        "slurm-job-requeued": "requeued by the Site's scheduler: compute starts again",
         "kubernetes-unschedulable": "waiting: no node can take it yet",
         "kubernetes-image-pull": "waiting: the container image cannot be pulled",
         "kubernetes-container-config": "waiting: the container's configuration is incomplete",

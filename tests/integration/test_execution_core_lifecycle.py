@@ -190,6 +190,26 @@ async def test_a_refused_prepare_explains_itself_in_get_run(make_stack):
     assert run.reason_message == "the repository URL is not usable: file:// is not https"
 
 
+async def test_a_site_cancellation_explains_itself_in_get_run(make_stack):
+    """A stage job cancelled at the Site (an administrator's scancel) ends the Run
+    ``cancelled-at-site`` with words for it and the Attempt's scheduler state filled."""
+    failure = {"stage": "compute", "scheduler_state": "CANCELLED", "job_id": "job-1",
+               "exit_code": None, "signal": None, "code": "cancelled-at-site"}
+
+    def cancelled_at_site(cmd, double):
+        if cmd.kind == "observe":
+            return result(cmd, phase="cancelled", native_state="CANCELLED", failure=failure)
+        return happy_batch(cmd, double)
+
+    stack = await make_stack(script=cancelled_at_site)
+    run = await stack.terminal(await stack.launch())
+    assert (run.outcome, run.reason_code) == ("cancelled", "cancelled-at-site")
+    assert run.reason_message.startswith("its compute job was cancelled at the Site "
+                                         "(scheduler state CANCELLED), not by a member")
+    (attempt,) = run.attempts
+    assert (attempt.exit.scheduler_state, attempt.exit.failure_stage) == ("CANCELLED", "compute")
+
+
 async def test_planning_rejections_end_the_run_with_stable_codes(make_stack):
     stack = await make_stack()
     missing = await stack.launch("w-missing", 7)

@@ -93,3 +93,43 @@ async def test_a_request_that_never_fits_names_the_resource_and_the_way_to_chang
         assert f"(slurm-request-never-fits: {why})" in hint
         assert "a rerun asks for the same resources" in hint and "actions.yaml" in hint
         assert "run logs" not in hint and "metallo run rerun" not in hint
+
+
+async def test_a_requeued_job_says_slurm_requeued_it_and_how_to_go_on(amqp_url, topology):
+    from execution_core.domain.end_messages import site_end_message
+
+    why = site_end_message("slurm-job-requeued",
+                           {"failure_stage": "compute", "scheduler_state": "PENDING"})
+    run = failed_run(attempt_state="failed", reason_code="slurm-job-requeued", message=why,
+                     phases=("accepted", "preparing", "starting", "queued", "running"),
+                     jobs=("stage-in", "compute", "stage-out"), failure_stage="compute")
+    for stderr in await _shown(amqp_url, topology, run):
+        hint = " ".join(stderr[stderr.index("next:"):].split())
+        assert hint.startswith("next: Slurm requeued the compute job of Attempt 1 "
+                               "(slurm-job-requeued: the Site's scheduler requeued its compute job")
+        assert f"metallo run rerun {RUN_ID}" in hint and "Site admin" in hint
+
+
+async def test_a_run_cancelled_at_the_site_says_so_and_what_to_do(amqp_url, topology):
+    from execution_core.domain.end_messages import site_end_message
+
+    why = site_end_message("cancelled-at-site",
+                           {"failure_stage": "compute", "scheduler_state": "CANCELLED"})
+    run = failed_run(attempt_state="cancelled", reason_code="cancelled-at-site", message=why,
+                     phases=("accepted", "preparing", "starting", "queued", "running"),
+                     jobs=("stage-in", "compute"), failure_stage="compute")
+    run.outcome = "cancelled"
+    run.attempts[0].exit.scheduler_state = "CANCELLED"
+    async with StandIn(amqp_url, topology, ("execution_core",),
+                       {"GetRun": lambda q: run,
+                        "ListRuns": lambda q: ec.ListRunsReply(runs=[run])}):
+        shown = await cli("run", "show", RUN_ID)
+        listed = await cli("run", "list")
+    assert shown.code == 0
+    text = " ".join(shown.stdout.split())
+    assert "its compute job was cancelled at the Site (scheduler state CANCELLED)" in text
+    hint = " ".join(shown.stderr[shown.stderr.index("next:"):].split())
+    assert "the Site cancelled its native work" in hint and "Site admin" in hint
+    assert f"metallo run rerun {RUN_ID}" in hint and "scancel" in hint
+    # run list tells a Site's cancellation from a member's.
+    assert "cancelled-at-site" in " ".join(listed.stdout.split()), listed.stdout

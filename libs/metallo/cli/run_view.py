@@ -151,6 +151,15 @@ def print_run(run: ec.Run) -> None:
         err.print(f"next: {failure_hint(run)}", markup=False, highlight=False)
     elif run.outcome == "lost":
         err.print(f"next: {lost_hint(run)}", markup=False, highlight=False)
+    elif run.outcome == "cancelled" and run.reason_code == "cancelled-at-site":
+        err.print(f"next: {site_cancel_hint(run)}", markup=False, highlight=False)
+
+
+def site_cancel_hint(run: ec.Run) -> str:
+    """The next step after the Site cancelled a Run's native work without Metallo asking
+    (an administrator's or the job owner's ``scancel``): nothing of it is retried."""
+    return (f"the Site cancelled its native work{_jobs_where(run)}, not a member: ask the Site "
+            f"admin why if you did not cancel it there, then `metallo run rerun {run.run_id}`")
 
 
 #: Refusals of what the action's ``resources`` ask: the same revision is refused again.
@@ -228,6 +237,11 @@ def failure_hint(run: ec.Run) -> str:
                 f"message names (docs/runs.md explains the code), then `metallo run rerun "
                 f"{run.run_id}`")
     stage = _logged_stage(attempt)
+    if code == "slurm-job-requeued":
+        return (f"Slurm requeued the {attempt.exit.failure_stage or 'stage'} job of Attempt "
+                f"{attempt.number} ({reason}); Metallo cancelled it, as Slurm never re-runs "
+                f"Metallo's work. A retry, if the action allows one, is a new Attempt; else "
+                f"`metallo run rerun {run.run_id}`, and ask the Site admin why it requeued")
     if not stage:
         return (f"Attempt {attempt.number} failed before any native work started ({reason}), "
                 f"so it has no logs; fix what the message names, then `metallo run rerun "

@@ -94,10 +94,14 @@ def list_runs(member: opt.Member = None, project: opt.Project = None,
 
 
 def _run_row(r: ec.Run) -> tuple[str, ...]:
-    """A Run's row of ``metallo run list``."""
+    """A Run's row of ``metallo run list``; an ended Run that did not succeed shows its
+    reason with its outcome (a member's and a Site's cancellation differ)."""
     waits = waiting_text(r.waiting_reason, r.native_wait, r.native_state) if r.phase != "terminal" else ""
+    outcome = r.outcome or ""
+    if outcome and outcome != "succeeded" and r.reason_code:
+        outcome = f"{outcome} ({r.reason_code})"
     return (r.run_id, action_text(r), r.site_id, r.phase, native_text(r),
-            waits, r.outcome or "", timestamp(r.accepted_at))
+            waits, outcome, timestamp(r.accepted_at))
 
 
 @app.command("wait")

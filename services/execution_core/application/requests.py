@@ -27,6 +27,7 @@ from execution_core.application.projection import run_completed, run_message
 from execution_core.application.transitions import record_transition
 from execution_core.domain import arrays, reasons
 from execution_core.domain import states as s
+from execution_core.domain.end_messages import site_end_message
 from metallo import parameters
 from metallo.execution_core.v1 import execution_core_pb2 as pb
 from metallo.messaging import Rejected
@@ -315,12 +316,13 @@ async def _reason_message(
     """Words for the Run's reason code (a new user met ``invalid-material`` with none),
     at most 500 characters: when the current Attempt was refused, the message of its
     latest refused command; when planning rejected the launch or keeps it waiting,
-    planning's message; else "" (a refused observe must not explain a compute failure,
+    planning's message; when the Site ended the Attempt on its own (cancelled it, or its
+    scheduler requeued it), what its exit facts say; else "" (a refused observe must not explain a compute failure,
     nor why it waited a Run cancelled before it started)."""
     current = next((a for a in attempts if a["attempt_id"] == run["current_attempt_id"]), None)
     if current is not None:
         if current["state"] != s.ATTEMPT_REFUSED:
-            return ""
+            return site_end_message(current["reason_code"], current["exit"])[:500]
         for command in reversed(await store.commands_of(session, current["attempt_id"])):
             if command["outcome"] == "refused":
                 return str((command["result"] or {}).get("message") or "")[:500]

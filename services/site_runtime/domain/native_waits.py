@@ -16,6 +16,8 @@ from types import MappingProxyType
 from metallo.waiting import NATIVE_WAIT_TEXTS
 
 SLURM_OTHER = "slurm-other"
+#: A compute job Slurm requeued within the Site's bound: it waits to run again.
+SLURM_REQUEUED = "slurm-job-requeued"
 
 #: The catalogue: every code an observation's ``native_wait`` may carry.
 NATIVE_WAIT_CODES = frozenset(
@@ -35,6 +37,7 @@ NATIVE_WAIT_CODES = frozenset(
         "slurm-reservation",
         "slurm-licenses",
         SLURM_OTHER,
+        SLURM_REQUEUED,
         "kubernetes-unschedulable",
         "kubernetes-image-pull",
         "kubernetes-container-config",

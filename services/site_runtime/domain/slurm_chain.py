@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from site_runtime.domain.outcomes import failure_record, observation
-from site_runtime.domain.slurm_reconcile import EVIDENCE_LOST
+from site_runtime.domain.slurm_reconcile import EVIDENCE_LOST, REQUEUED
 from site_runtime.domain.slurm_stages import STAGES, failure_code, has_started
 
 #: Stages the accepted-work deadline refuses once passed: work not yet submitted
 #: does not start late. Stage-out still runs, so outputs already made are saved.
 DEADLINE_REFUSES = ("stage-in", "compute")
+#: The code of a stage job cancelled at the Site without a request from Metallo.
+CANCELLED_AT_SITE = "cancelled-at-site"
 
 
 class StageView(Protocol):
@@ -80,7 +82,9 @@ def decide_outcome(stages: Mapping[str, StageView], cancel_requested: bool) -> V
     """The chain's end, or None while it goes on.
 
     The first stage (in order) that was refused or ended other than ``COMPLETED``
-    decides: ``CANCELLED`` → cancelled, else failed with its failure code
+    decides: a requeue past the stage's bound → failed ``slurm-job-requeued`` (whatever
+    the re-run did); ``CANCELLED`` → cancelled (``cancelled-at-site`` in its record
+    when Metallo did not ask for it), else failed with its failure code
     (``native-evidence-lost`` for a stage reconciliation found lost). Else a
     completed stage-out → succeeded; else a requested cancellation with no job still
     live and no submission in doubt → cancelled.
@@ -91,10 +95,20 @@ def decide_outcome(stages: Mapping[str, StageView], cancel_requested: bool) -> V
         if row.state == "refused":
             code = (row.refusal or {}).get("code")
             return Verdict("failed", failure=failure_record(stage, None, None, None, None, code))
+        if facts.get("requeue_refused"):
+            state = facts.get("state")
+            record = failure_record(
+                stage, state, row.job_id, facts.get("exit_code"), facts.get("signal"), REQUEUED
+            )
+            return Verdict("failed", native_state=state, failure=record)
         if facts.get("terminal") and facts.get("state") != "COMPLETED":
             state = facts.get("state")
             if state == "CANCELLED":
-                return Verdict("cancelled", native_state="CANCELLED")
+                by_site = None if cancel_requested else CANCELLED_AT_SITE
+                record = failure_record(
+                    stage, state, row.job_id, facts.get("exit_code"), facts.get("signal"), by_site
+                )
+                return Verdict("cancelled", native_state="CANCELLED", failure=record)
             code = (
                 EVIDENCE_LOST
                 if facts.get("lost")

@@ -73,7 +73,8 @@ class NativeJob:
     ``state`` is the base state (``PENDING``, ``COMPLETED``...); ``flags`` the
     rest of a list-shaped ``job_state``; ``exit_code``/``signal`` are None when
     unknown; ``source`` is ``slurmctld`` or ``slurmdbd``; ``requeue`` whether
-    slurmctld may requeue the job (None when the record does not say).
+    slurmctld may requeue the job (None when the record does not say); ``restarts``
+    how many times Slurm requeued it (``restart_cnt``; None when not said).
 
     A record of an array: ``array_job_id`` (None for a plain job), ``array_task``
     (the one task a split record is) or ``array_pending`` (the task range a pending
@@ -94,6 +95,7 @@ class NativeJob:
     dependency: str | None
     source: str
     requeue: bool | None = None
+    restarts: int | None = None
     array_job_id: str | None = None
     array_task: int | None = None
     array_pending: str | None = None

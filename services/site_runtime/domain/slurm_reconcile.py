@@ -28,7 +28,12 @@ The rules, in order:
 * a queue that could not be asked concludes nothing (the last known state, or
   accounting's, is reported);
 * whenever the job is not in the queue's answer: accounting unavailable →
-  confidence ``uncertain``, else ``stale``.
+  confidence ``uncertain``, else ``stale``;
+* a job Slurm requeued (a ``restart_cnt`` above 0, or a requeue state) is counted in
+  ``restarts``; past the stage's bound (:func:`requeue_bound`: the Site's
+  ``compute_requeues`` for compute, none for the staging stages, which move the
+  repository) the stage ends with ``requeue_refused`` (failure ``slurm-job-requeued``)
+  and :attr:`Reconciled.cancel` asks the caller to cancel the re-run job first.
 
 Pure: the clock is handed in as ``now`` (epoch seconds); no I/O.
 """
@@ -44,10 +49,13 @@ from site_runtime.domain.slurm_jobs import NativeIdentity, NativeJob
 FOUND, ABSENT, UNAVAILABLE = "found", "absent", "unavailable"
 #: Queue states that look ended but may still come back as a new run of the job.
 TRANSITIONABLE = frozenset({"PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+#: States of a job Slurm is putting back in the queue for another run.
+REQUEUE_STATES = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 #: At most this many contradictions are kept per stage (the first ones: evidence).
 MAX_CONTRADICTIONS = 8
 IDENTITY_MISMATCH = "native-identity-mismatch"
 EVIDENCE_LOST = "native-evidence-lost"
+REQUEUED = "slurm-job-requeued"
 _RANK = {None: 0, "stale": 1, "uncertain": 2}
 
 
@@ -72,20 +80,31 @@ class Deadlines:
     """The Site's reconciliation settings, seconds: how long a job may be absent from
     both sources (``lost_seconds``, default 600) and how long a job preempted in
     accounting may stay out of the queue before it counts as preempted for good
-    (``requeue_seconds``, default 300)."""
+    (``requeue_seconds``, default 300), and how many Slurm requeues a compute job may
+    have before the Attempt fails ``slurm-job-requeued`` (``compute_requeues``,
+    default 0: Execution Core, not Slurm, starts work again)."""
 
     lost_seconds: float = 600.0
     requeue_seconds: float = 300.0
+    compute_requeues: int = 0
+
+
+def requeue_bound(stage: str, deadlines: Deadlines) -> int:
+    """How many Slurm requeues ``stage``'s job may have: the Site's bound for compute;
+    0 for stage-in and stage-out (a re-run would move the repository again)."""
+    return deadlines.compute_requeues if stage == "compute" else 0
 
 
 @dataclass(frozen=True)
 class Reconciled:
     """The stage's facts to save, the confidence of what it reports (None: current,
-    ``stale``, ``uncertain``) and the contradiction code that stops the Attempt."""
+    ``stale``, ``uncertain``), the contradiction code that stops the Attempt, and
+    ``cancel``: the job must be cancelled before the facts are saved (a refused requeue)."""
 
     facts: dict[str, Any]
     confidence: str | None = None
     contradiction: str | None = None
+    cancel: bool = False
 
 
 def facts_of(job: NativeJob, *, terminal: bool | None = None) -> dict[str, Any]:
@@ -97,7 +116,33 @@ def facts_of(job: NativeJob, *, terminal: bool | None = None) -> dict[str, Any]:
         "signal": job.signal,
         "reason": job.reason,
         "source": job.source,
+        "restarts": job.restarts,
     }
+
+
+def restarts_of(saved: Mapping[str, Any], jobs: Iterable[NativeJob]) -> int:
+    """How many times Slurm requeued the job, from the saved count and the sighted
+    records (``restart_cnt``; a requeue state counts as at least one)."""
+    count = int(saved.get("restarts") or 0)
+    for job in jobs:
+        count = max(count, job.restarts or 0, 1 if job.state in REQUEUE_STATES else 0)
+    return count
+
+
+def _requeues(
+    saved: Mapping[str, Any], found: list[NativeJob], result: Reconciled, bound: int
+) -> Reconciled:
+    """``result`` with the requeue count saved; past ``bound`` the stage ends
+    ``requeue_refused`` and its job is to be cancelled (module doc)."""
+    count = restarts_of(saved, found)
+    if count == 0:
+        return result
+    facts = {**result.facts, "restarts": count}
+    if count <= bound:
+        return Reconciled(facts, result.confidence, result.contradiction)
+    facts.update(terminal=True, requeue_refused=True)
+    live = any(not job.terminal for job in found)
+    return Reconciled(facts, result.confidence, cancel=live)
 
 
 def _contradict(saved: Mapping[str, Any], jobs: Iterable[NativeJob]) -> dict[str, Any]:
@@ -127,8 +172,11 @@ def reconcile(
     identity: NativeIdentity,
     now: float,
     deadlines: Deadlines = Deadlines(),
+    *,
+    requeues: int = 0,
 ) -> Reconciled:
-    """The stage's reconciled facts (module doc); ``saved`` is None before any sighting."""
+    """The stage's reconciled facts (module doc); ``saved`` is None before any sighting;
+    ``requeues`` the stage's requeue bound (:func:`requeue_bound`)."""
     saved = dict(saved or {})
     if saved.get("terminal"):
         against = [s.job for s in (queue, accounting) if _contradicts_end(saved, s) and s.job]
@@ -139,6 +187,16 @@ def reconcile(
     strangers = [job for job in found if not identity.matches(job)]
     if strangers:
         return Reconciled(_contradict(saved, strangers), contradiction=IDENTITY_MISMATCH)
+    return _requeues(saved, found, _sighted(saved, queue, accounting, now, deadlines), requeues)
+
+
+def _sighted(
+    saved: Mapping[str, Any],
+    queue: Sighting,
+    accounting: Sighting,
+    now: float,
+    deadlines: Deadlines,
+) -> Reconciled:
     if queue.status == FOUND and queue.job is not None:
         job = queue.job
         transitionable = job.state in TRANSITIONABLE
@@ -197,6 +255,7 @@ def _absent(saved: Mapping[str, Any], accounting: Sighting, now: float, d: Deadl
         "signal": saved.get("signal"),
         "reason": saved.get("reason"),
         "source": saved.get("source"),
+        "restarts": saved.get("restarts"),
     }
     deadline = saved.get("lost_deadline")
     if deadline is None:

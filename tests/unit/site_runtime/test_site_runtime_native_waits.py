@@ -83,7 +83,8 @@ def test_every_code_the_maps_give_is_catalogued():
 
     given = set(native_waits._SLURM_EXACT.values()) | set(native_waits.KUBERNETES_REASONS.values())
     given |= {code for _, code in native_waits._SLURM_PREFIXES}
-    assert given | {SLURM_OTHER} == set(native_waits.NATIVE_WAIT_CODES)
+    # A requeue is read from the restart count, not from a Reason.
+    assert given | {SLURM_OTHER, native_waits.SLURM_REQUEUED} == set(native_waits.NATIVE_WAIT_CODES)
 
 
 def test_every_code_has_a_fixed_text_and_a_codes_shape():

@@ -82,10 +82,49 @@ def live(stage: str, job: str, state: str = "PENDING") -> Stage:
                 },
             ),
         ),
+        # cancelled at the Site (nobody asked Metallo): its record says where and how
         (
             {"stage_in": ended("stage-in", "1", "CANCELLED")},
             False,
-            Verdict("cancelled", "CANCELLED"),
+            Verdict(
+                "cancelled",
+                "CANCELLED",
+                {
+                    "stage": "stage-in",
+                    "scheduler_state": "CANCELLED",
+                    "job_id": "1",
+                    "exit_code": None,
+                    "signal": None,
+                    "code": "cancelled-at-site",
+                },
+            ),
+        ),
+        # a job Slurm requeued past its bound fails the Attempt whatever the re-run did
+        (
+            {
+                "stage_in": ended("stage-in", "1", "COMPLETED", 0),
+                "compute": Stage(
+                    "compute",
+                    "submitted",
+                    "2",
+                    {"state": "COMPLETED", "terminal": True, "exit_code": 0,
+                     "restarts": 1, "requeue_refused": True},
+                ),
+                "stage_out": ended("stage-out", "3", "COMPLETED", 0),
+            },
+            False,
+            Verdict(
+                "failed",
+                "COMPLETED",
+                {
+                    "stage": "compute",
+                    "scheduler_state": "COMPLETED",
+                    "job_id": "2",
+                    "exit_code": 0,
+                    "signal": None,
+                    "code": "slurm-job-requeued",
+                },
+            ),
         ),
         (
             {

@@ -17,10 +17,12 @@ from site_runtime.domain.slurm_reconcile import (
     EVIDENCE_LOST,
     IDENTITY_MISMATCH,
     MAX_CONTRADICTIONS,
+    REQUEUED,
     UNASKED,
     Deadlines,
     Sighting,
     reconcile,
+    requeue_bound,
     worst,
 )
 
@@ -44,6 +46,7 @@ def job(state: str, source: str = "slurmctld", *, name: str = ID.name, **kw) -> 
         partition="compute",
         dependency=None,
         source=source,
+        restarts=kw.get("restarts"),
     )
 
 
@@ -78,16 +81,6 @@ CASES = [
         T0,
         "COMPLETED",
         True,
-        None,
-    ),
-    (
-        "requeued in the queue stays transitionable",
-        RUNNING,
-        q("REQUEUED"),
-        UNASKED,
-        T0,
-        "REQUEUED",
-        False,
         None,
     ),
     (
@@ -299,10 +292,49 @@ def test_recorded_requeue_shapes_are_read_as_transitionable():
     assert (first_run.state, first_run.terminal) == ("REQUEUED", False)
     identity = NativeIdentity(first_run.name, first_run.comment, first_run.account, first_run.user)
     # Gone from the queue with only the requeued run in accounting: not an end.
-    got = reconcile(RUNNING, GONE, Sighting.of(first_run), identity, T0, D)
+    got = reconcile(RUNNING, GONE, Sighting.of(first_run), identity, T0, D, requeues=1)
     assert (got.facts["terminal"], got.facts["lost_deadline"]) == (False, T0 + 600)
-    in_queue = reconcile(RUNNING, Sighting.of(queued), UNASKED, identity, T0, D)
+    assert got.facts["restarts"] == 1
+    in_queue = reconcile(RUNNING, Sighting.of(queued), UNASKED, identity, T0, D, requeues=1)
     assert (in_queue.facts["state"], in_queue.facts["terminal"]) == ("PENDING", False)
+    assert (in_queue.facts["restarts"], in_queue.cancel) == (1, False)
+    # With no requeue allowed (the default) both shapes end the stage and cancel the job.
+    for queue, accounting in ((Sighting.of(queued), UNASKED), (GONE, Sighting.of(first_run))):
+        refused = reconcile(RUNNING, queue, accounting, identity, T0, D)
+        assert (refused.facts["terminal"], refused.facts["requeue_refused"]) == (True, True)
+        assert refused.cancel
+
+
+def test_a_requeue_within_the_bound_is_transitionable_and_counted():
+    got = reconcile(RUNNING, q("REQUEUED"), UNASKED, ID, T0, D, requeues=1)
+    assert (got.facts["state"], got.facts["terminal"], got.facts["restarts"]) == (
+        "REQUEUED", False, 1)
+    again = reconcile(got.facts, q("PENDING", restarts=1), UNASKED, ID, T0 + 5, D, requeues=1)
+    assert (again.facts["terminal"], again.facts["restarts"], again.cancel) == (False, 1, False)
+    # A second requeue passes the bound of one.
+    past = reconcile(again.facts, q("RUNNING", restarts=2), UNASKED, ID, T0 + 9, D, requeues=1)
+    assert (past.facts["terminal"], past.facts["restarts"], past.cancel) == (True, 2, True)
+
+
+def test_a_requeue_past_the_bound_fails_the_attempt_and_cancels_the_re_run():
+    got = reconcile(RUNNING, q("PENDING", restarts=1, reason="BeginTime"), UNASKED, ID, T0, D)
+    assert got.cancel and got.facts["requeue_refused"] and got.facts["restarts"] == 1
+    verdict = decide_outcome(_rows(got.facts), False)
+    assert (verdict.phase, verdict.failure["code"], verdict.failure["stage"]) == (
+        "failed", REQUEUED, "compute")
+
+
+def test_a_re_run_that_completed_is_no_success_of_the_first():
+    got = reconcile(RUNNING, q("COMPLETED", exit_code=0, restarts=1), UNASKED, ID, T0, D)
+    assert (got.facts["terminal"], got.cancel) == (True, False)  # nothing live to cancel
+    assert decide_outcome(_rows(got.facts), False).failure["code"] == REQUEUED
+
+
+def test_only_compute_may_be_requeued_and_only_as_often_as_the_site_allows():
+    allowing = Deadlines(compute_requeues=2)
+    assert requeue_bound("compute", allowing) == 2
+    assert requeue_bound("stage-in", allowing) == requeue_bound("stage-out", allowing) == 0
+    assert requeue_bound("compute", Deadlines()) == 0
 
 
 def test_an_incomplete_accounting_record_is_no_contradiction():

@@ -59,7 +59,7 @@ from site_runtime.domain.slurm_chain import (
     terminal_observation,
 )
 from site_runtime.domain.slurm_jobs import JobList
-from site_runtime.domain.slurm_reconcile import Deadlines, worst
+from site_runtime.domain.slurm_reconcile import Deadlines, requeue_bound, worst
 from site_runtime.domain.slurm_settling import held_duplicates
 from site_runtime.domain.slurm_stages import STAGES, STAGING_STAGES
 
@@ -226,7 +226,10 @@ class ChainProgress:
                 user=user,
                 now=self.clock(),
                 deadlines=self.deadlines,
+                requeues=requeue_bound(row.stage, self.deadlines),
             )
+            if found.cancel:
+                await self._cancel_requeued(att, row, found.facts, credential)
             self.journal.update_stage(att.attempt_id, row.stage, native=found.facts)
             confidences.append(found.confidence)
             if found.contradiction is not None:
@@ -240,6 +243,26 @@ class ChainProgress:
                 row = self.journal.stages(att.attempt_id)[row.stage]
                 return None, contradiction_verdict(row.stage, row, found.contradiction)
         return worst(confidences), None
+
+    async def _cancel_requeued(
+        self, att: AttemptRow, row: StageRow, facts: dict[str, Any], credential: MemberCredential
+    ) -> None:
+        """Cancel a job Slurm requeued past its stage's bound, and every later stage's
+        job (they wait on it), before its end is saved: Slurm does not re-run
+        Metallo's work; a new Attempt is Execution Core's to start."""
+        user = att.record["binding"]["user"]
+        log.warning(
+            "attempt %s %s: job %s was requeued by Slurm (restarts %s); cancelling it",
+            att.attempt_id,
+            row.stage,
+            row.job_id,
+            facts.get("restarts"),
+        )
+        stages = self.journal.stages(att.attempt_id)
+        for stage in STAGES[STAGES.index(row.stage) :]:
+            later = stages[stage]
+            if later.job_id and not (later.native or {}).get("terminal"):
+                await self.rest.cancel(later.job_id, credential=credential, user=user)
 
     async def _sweep_duplicates(
         self,

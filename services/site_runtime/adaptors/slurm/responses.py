@@ -158,10 +158,17 @@ def parse_job(job: Any, source: str) -> NativeJob:
         dependency=_text(dependency) or None,
         source=source,
         requeue=job["requeue"] if isinstance(job.get("requeue"), bool) else None,
+        restarts=_restarts(job.get("restart_cnt")),
         array_job_id=array_job_id,
         array_task=array_task,
         array_pending=array_pending,
     )
+
+
+def _restarts(value: Any) -> int | None:
+    """``restart_cnt`` as a count (None when absent or not a small count)."""
+    n = number(value)
+    return n if n is not None and 0 <= n < NO_VAL - 1 else None
 
 
 def parse_jobs(body: Any, source: str) -> list[NativeJob]:

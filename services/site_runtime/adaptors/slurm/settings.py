@@ -19,6 +19,7 @@ A malformed value stops the Runtime before it opens a journal (:class:`SettingsE
 | ``SLURM_JWKS_URL`` | issuer JWKS (https, loopback http, or ``file:`` path) | required |
 | ``SLURM_LOST_DEADLINE_SECONDS`` | how long a job may be absent from slurmctld and accounting before its stage is ``lost`` | ``600`` |
 | ``SLURM_REQUEUE_DEADLINE_SECONDS`` | how long a job preempted in accounting may stay out of the queue before it is ``preempted`` | ``300`` |
+| ``SLURM_COMPUTE_REQUEUES`` | how many times Slurm may requeue a compute job before the Attempt fails ``slurm-job-requeued`` (staging jobs: never) | ``0`` |
 | ``SLURM_ATTEMPT_PENDING_SECONDS`` | how long a condition of one Attempt may keep its ``observe`` pending before it answers with what is known | ``60`` |
 | ``SLURM_ARRAY_GRANT_RENEW_SECONDS`` | renew a not-yet-started array task's repository grant when less than this (or half its lifetime, if less) remains | ``1800`` |
 | ``SLURM_NATIVE_NAME_PREFIX`` | prefix of native job names and comments | ``metallo`` |
@@ -60,6 +61,16 @@ def parse_positive(name: str, raw: str | None, default: int) -> int:
     if not 1 <= value <= MAX_INT:
         raise SettingsError(f"{name} must be an integer from 1 to {MAX_INT}")
     return value
+
+
+def parse_count(name: str, raw: str | None, default: int) -> int:
+    """An integer from 0 to 100 (``default`` when absent or empty)."""
+    if raw is None or raw.strip() == "":
+        return default
+    text = raw.strip()
+    if not text.isdigit() or int(text) > 100:
+        raise SettingsError(f"{name} must be an integer from 0 to 100")
+    return int(text)
 
 
 def parse_gpu_gres(raw: str | None) -> dict[str, str]:
@@ -171,6 +182,9 @@ class SlurmSettings:
                 ),
                 requeue_seconds=parse_positive(
                     "SLURM_REQUEUE_DEADLINE_SECONDS", env.get("SLURM_REQUEUE_DEADLINE_SECONDS"), 300
+                ),
+                compute_requeues=parse_count(
+                    "SLURM_COMPUTE_REQUEUES", env.get("SLURM_COMPUTE_REQUEUES"), 0
                 ),
             ),
             jwt_issuer=env["SLURM_JWT_ISSUER"].strip(),

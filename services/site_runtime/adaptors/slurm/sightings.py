@@ -61,11 +61,13 @@ async def reconcile_job(
     user: str,
     now: float,
     deadlines: Deadlines,
+    requeues: int = 0,
 ) -> Reconciled:
     """Reconcile one stage's job: accounting is asked only when the queue's list does
-    not show the job (it left slurmctld, or the list could not be read)."""
+    not show the job (it left slurmctld, or the list could not be read); ``requeues``
+    is the stage's requeue bound."""
     queue = in_queue(jobs, job_id)
     accounting = UNASKED
     if queue.status != "found":
         accounting = await in_accounting(rest, job_id, credential=credential, user=user)
-    return reconcile(saved, queue, accounting, identity, now, deadlines)
+    return reconcile(saved, queue, accounting, identity, now, deadlines, requeues=requeues)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from site_runtime.adaptors.slurm.journal import AttemptRow, SlurmJournal
-from site_runtime.domain.native_waits import slurm_wait
+from site_runtime.domain.native_waits import SLURM_REQUEUED, slurm_wait
 from site_runtime.domain.outcomes import now_iso, observation
 from site_runtime.domain.slurm_jobs import NativeJob
 from site_runtime.domain.slurm_reconcile import facts_of
@@ -46,11 +46,14 @@ def reported(
     journal: SlurmJournal, attempt_id: str, phase: str, now: float, confidence: str | None
 ) -> dict[str, Any]:
     """The non-terminal observation of the Attempt's reported stage: its Slurm state,
-    the stage, the native-wait code of a pending job's ``Reason``, and ``confidence``."""
+    the stage, the native-wait code of a pending job's ``Reason`` (``slurm-job-requeued``
+    for a job Slurm requeued, while it is not running again), and ``confidence``."""
     stages = journal.stages(attempt_id)
     stage, facts = reported_stage([(s, stages[s].job_id, stages[s].native) for s in STAGES])
     state = facts.get("state")
     wait = slurm_wait(facts.get("reason")) if state == "PENDING" else None
+    if facts.get("restarts") and state not in ("RUNNING", "COMPLETING"):
+        wait = SLURM_REQUEUED
     return observation(
         phase,
         now_iso(now),
