@@ -58,9 +58,14 @@ def pipeline_exit(pipeline) -> Exit:
 
 
 def failed_before_any_step(pipeline) -> bool:
-    """True when the Pipeline ended ``failed`` with no step's Run launched (its branch or
-    its first launch was refused)."""
-    return pipeline.state == "failed" and not any(s.run_id for s in pipeline.steps)
+    """True when the Pipeline ended ``failed`` with no step launched (its branch or its first
+    launch was refused): no step has a Run nor a collection (whose children are Runs)."""
+    return pipeline.state == "failed" and not any(step_launched(s) for s in pipeline.steps)
+
+
+def step_launched(step) -> bool:
+    """True when the step launched work: a Run, or a collection of child Runs."""
+    return bool(step.run_id or step.collection_id)
 
 
 def refusal_error(pipeline) -> CliError | None:
@@ -146,6 +151,9 @@ def print_pipeline(p) -> None:
     if failed is not None and failed.run_id:
         err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
                   f"({failed.action}) failed and which of its logs to read", markup=False)
+    elif failed is not None and failed.collection_id:
+        err.print(f"next: `metallo collection show {failed.collection_id}` lists which children of step "
+                  f"{failed.index} ({failed.action}) failed and their Runs", markup=False)
 
 
 def carried_lines(p) -> list[str]:
