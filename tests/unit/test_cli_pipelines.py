@@ -175,3 +175,18 @@ def test_a_failed_pipelines_progress_names_the_step_that_failed():
     p.steps[1].state = "succeeded"
     p.steps[2].state = p.steps[3].state = "succeeded"
     assert current_step(p).action == "last"  # all ended well: the last one
+
+
+async def test_a_reruns_commit_is_labelled_as_its_graphs(amqp_url, topology):
+    def rerun(_q):
+        p = pc.Pipeline(pipeline_id="p-2", project="demo", state="succeeded", branch="main",
+                        rerun_of="p-1", prepared_commit="a" * 40)
+        p.steps.add(index=1, action="train", state="succeeded", run_id=RUN_ID, pinned_commit="f" * 40)
+        return p
+
+    async with StandIn(amqp_url, topology, OWNERS, {"GetPipeline": rerun}):
+        shown = await cli("pipeline", "show", "p-2")
+    assert shown.code == 0, shown.stderr
+    assert "graph commit" in shown.stdout
+    assert "(graph of p-1; each step runs at its input commit)" in " ".join(shown.stdout.split())
+    assert "ffffffffffff" in shown.stdout  # the step's own input commit

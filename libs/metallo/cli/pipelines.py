@@ -129,7 +129,7 @@ def print_pipeline(p) -> None:
     out.print(key_value_table(f"Pipeline {p.pipeline_id}", [
         ("steps", counts_text(p)), ("max active", p.max_active or ""), ("rerun of", p.rerun_of),
         ("project", p.project), ("repository", p.repository_url), ("branch", p.branch),
-        ("state", p.state), ("desired", p.desired_state), ("commit", p.prepared_commit),
+        ("state", p.state), ("desired", p.desired_state), ("graph commit", graph_commit_text(p)),
         ("failed step", p.failed_step or ""), ("reason", p.reason_code), ("message", p.message),
         ("initiated by", p.initiating_member), ("created", timestamp(p.created_at)),
         ("ended", timestamp(p.ended_at)), ("stopped by", p.stopped_by),
@@ -154,6 +154,14 @@ def print_pipeline(p) -> None:
     elif failed is not None and failed.collection_id:
         err.print(f"next: `metallo collection show {failed.collection_id}` lists which children of step "
                   f"{failed.index} ({failed.action}) failed and their Runs", markup=False)
+
+
+def graph_commit_text(p) -> str:
+    """The commit the Pipeline's graph (actions.yaml) was read at; a rerun's says it is the
+    original's graph and that each step runs at its own input commit."""
+    if p.rerun_of and p.prepared_commit:
+        return f"{p.prepared_commit} (graph of {p.rerun_of}; each step runs at its input commit)"
+    return p.prepared_commit
 
 
 def carried_lines(p) -> list[str]:
