@@ -61,7 +61,7 @@ def up(executor: Annotated[str, typer.Option(
                          replicas=replicas, say=_say)
     except StackError as exc:
         if exc.usage:
-            raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
+            raise CliError(str(exc), exc.hint or "correct the options and run it again", Exit.USAGE,
                            code="invalid-argument") from None
         raise CliError(str(exc), exc.hint or (
             "fix the cause the message names (the component logs are in var/dev/logs; "
