@@ -164,15 +164,20 @@ def graph_commit_text(p) -> str:
     return p.prepared_commit
 
 
+def carried_collections(p) -> list[dict]:
+    """Each collection step of a rerun that kept some children: ``{step, action, collection_id,
+    total, carried, run_again}``."""
+    return [{"step": s.index, "action": s.action, "collection_id": s.collection_id,
+             "total": s.collection_counts.total, "carried": s.collection_counts.carried,
+             "run_again": s.collection_counts.total - s.collection_counts.carried}
+            for s in p.steps if s.collection_id and not s.carried_from and s.collection_counts.carried]
+
+
 def carried_lines(p) -> list[str]:
     """One line per collection step of a rerun that kept some children: how many run again."""
-    lines = []
-    for s in p.steps:
-        c = s.collection_counts
-        if s.collection_id and not s.carried_from and c.carried:
-            lines.append(f"step {s.index} ({s.action}): {c.total - c.carried} of {c.total} children run again, "
-                         f"{c.carried} carried over (`metallo collection show {s.collection_id}`)")
-    return lines
+    return [f"step {c['step']} ({c['action']}): {c['run_again']} of {c['total']} children run again, "
+            f"{c['carried']} carried over (`metallo collection show {c['collection_id']}`)"
+            for c in carried_collections(p)]
 
 
 def step_collection_text(s) -> str:
@@ -238,19 +243,22 @@ async def started_then_waited(p: Platform, who: Actor, started, *, wait_end: boo
     return started, final, None
 
 
-def finish_started(started, final, wait_failed: CliError | None, output: Output) -> None:
-    """Print the started (and maybe ended) Pipeline and exit as :func:`pipeline_exit` says."""
+def finish_started(started, final, wait_failed: CliError | None, output: Output, *,
+                   start: dict | None = None) -> None:
+    """Print the started (and maybe ended) Pipeline and exit as :func:`pipeline_exit` says;
+    ``start`` is the JSON ``start`` document (default: the reply's fields)."""
+    start = start if start is not None else as_dict(started)
     if wait_failed is not None:
         if output is not Output.json:
             raise wait_failed
         # Keep the started Pipeline's id in the one JSON document, beside the error.
         print_error(wait_failed)
-        print_json({"start": as_dict(started), "pipeline": None, **error_document(wait_failed)})
+        print_json({"start": start, "pipeline": None, **error_document(wait_failed)})
         raise typer.Exit(wait_failed.exit_code)
     refused = refusal_error(final) if final is not None else None
     if output is Output.json:
         # The keys scripts already read, plus {"error": …} when refused before any step.
-        print_json({"start": as_dict(started), "pipeline": as_dict(final) if final else None,
+        print_json({"start": start, "pipeline": as_dict(final) if final else None,
                     **(error_document(refused) if refused else {})})
     elif final is not None:
         print_pipeline(final)
@@ -282,17 +290,20 @@ def rerun(
             started = await p.request(pc.RerunPipeline(
                 metadata=command_metadata(who, cid), pipeline_id=pipeline_id, failed_only=failed,
                 max_active=max_active))
+            new = await get_pipeline(p, who, started.pipeline_id)
             if output is Output.table:
                 steps = ", ".join(map(str, started.rerun_steps))
                 err.print(f"rerun of {started.rerun_of}: steps {steps} run again", markup=False,
                           highlight=False)
-                for line in carried_lines(await get_pipeline(p, who, started.pipeline_id)):
+                for line in carried_lines(new):
                     err.print(line, markup=False, highlight=False)
-            return await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
-                                             quiet=quiet, output=output)
+            return (*await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
+                                               quiet=quiet, output=output), carried_collections(new))
 
-    started, final, wait_failed = asyncio.run(body())
-    finish_started(started, final, wait_failed, output)
+    started, final, wait_failed, carried = asyncio.run(body())
+    # The start document carries what the text output says: the steps and children run again.
+    finish_started(started, final, wait_failed, output,
+                   start={**as_dict(started), "carried_collections": carried})
 
 
 @app.command("show")
