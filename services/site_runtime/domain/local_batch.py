@@ -276,12 +276,14 @@ PHASE_OF_STATE = {
     "cancelled": "cancelled",
 }
 
+#: The native state of a journal state, in the words a scheduler uses (PENDING, RUNNING,
+#: COMPLETED, …); which stage runs is ``native_stage``'s to say, not the state's.
 NATIVE_STATE = {
     "prepared": "PREPARED",
     "waiting": "PENDING",
-    "stage-in": "STAGE_IN",
-    "compute": "COMPUTE",
-    "stage-out": "STAGE_OUT",
+    "stage-in": "RUNNING",
+    "compute": "RUNNING",
+    "stage-out": "RUNNING",
     "succeeded": "COMPLETED",
     "failed": "FAILED",
     "cancelled": "CANCELLED",

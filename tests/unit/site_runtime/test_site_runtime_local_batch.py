@@ -158,3 +158,12 @@ def test_a_cancelled_attempt_reports_how_its_step_was_stopped():
         "t",
     )
     assert (cancelled["phase"], cancelled["exit_code"], cancelled["signal"]) == ("cancelled", None, 15)
+
+
+def test_native_states_use_a_schedulers_words_and_the_stage_says_which_runs():
+    at = "2026-11-29T11:00:00Z"
+    for state in ("stage-in", "compute", "stage-out"):
+        seen = observation(state, [StageFacts(state, "running", 2)], at)
+        assert (seen["native_stage"], seen["native_state"]) == (state, "RUNNING")
+    assert observation("waiting", [], at)["native_state"] == "PENDING"
+    assert observation("succeeded", [], at)["native_state"] == "COMPLETED"
