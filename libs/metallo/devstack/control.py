@@ -113,7 +113,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         if executor != "auto" and live.get("executor") != executor:
             raise StackError(
                 f"the dev stack already runs with the {live.get('executor')} executor, not "
-                f"{executor}",
+                f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`",
                 usage=True, hint=f"run `metallo dev down`, then `metallo dev up --executor {executor}`")
         failed = failed_components(live)
         if failed:
