@@ -167,6 +167,20 @@ async def test_mark_lost_dry_run_changes_nothing_and_the_real_decision_is_audite
     with pytest.raises(Rejected) as refused:
         await stack.client.request(reconcile(False), timeout=15)
     assert refused.value.code == "not-reconcilable"
+    # Each dry run's record says what it concluded: allowed (and what it would do) or the
+    # refusal the real decision would get — so the two dry runs do not look alike.
+    async with stack.engine.connect() as conn:
+        audited = (await conn.execute(text(
+            "SELECT decision, code, summary->'conclusion' AS conclusion FROM audit_records"
+            " WHERE action = 'run.reconcile' ORDER BY seq"))).all()
+    assert [(a.decision, a.code) for a in audited] == [
+        ("dry-run", "allowed"), ("accepted", ""), ("dry-run", "not-reconcilable"),
+        ("refused", "not-reconcilable")]
+    allowed, not_allowed = audited[0].conclusion, audited[2].conclusion
+    assert allowed["allowed"] is True and allowed["would"] == "mark Attempt 1 lost; the Run ends lost"
+    assert "does not know Attempt 1" in allowed["explanation"]
+    assert not_allowed["allowed"] is False and "already ended" in not_allowed["explanation"]
+    assert audited[1].conclusion is None and audited[3].conclusion is None
 
 
 async def test_mark_lost_of_a_run_the_site_still_observes_is_refused(make_stack):

@@ -88,6 +88,11 @@ async def test_rerun_failed_relaunches_only_the_children_that_did_not_succeed(h)
     assert kept[1].run_id == a.run_id and kept[2].run_id == b.run_id and kept[1].state == "succeeded"
     assert kept[1].launch_key == a.launch_key  # the Run's own launch key, from the Pipeline it ran in
     assert not any(i.carried_from for i in shown.items if i.index in (3, 4))
+    # Each child shows the commit and revision its own Run ran: the carried ones the original's.
+    assert first.pinned_commit != fix
+    assert {i.index: i.pinned_commit for i in shown.items} == {
+        1: first.pinned_commit, 2: first.pinned_commit, 3: fix, 4: fix}
+    assert kept[1].revision == first.revision and shown.items[2].revision == step.revision > 0
 
     for r in rerun_runs:
         await h.runs.complete(r.run_id, "succeeded")

@@ -111,3 +111,29 @@ def test_an_accepted_dry_run_is_recorded_as_a_dry_run():
     assert decision(ec.ReconcileRun(metadata=meta, run_id="r-1", dry_run=True),
                     REFUSED, "not-found") == REFUSED
     assert decision(ec.CancelRun(metadata=meta, run_id="r-1")) == ACCEPTED
+
+
+def test_a_dry_runs_record_says_what_it_concluded():
+    from execution_core.adaptors.audit import TRAIL
+
+    meta = common_pb2.CommandMetadata(command_id="c-1", acting_member="m-ops")
+    command = ec.ReconcileRun(metadata=meta, run_id="r-1", decision="mark-lost", dry_run=True)
+
+    def row(reply):
+        return TRAIL.entry(command, principal="cli", correlation_id=None, decision=ACCEPTED,
+                           reply=reply).row()
+
+    allowed = row(ec.ReconcileRunReply(run_id="r-1", dry_run=True, eligible=True, attempt_number=2,
+                                       will_retry=True, explanation="the Site does not know Attempt 2"))
+    refused = row(ec.ReconcileRunReply(run_id="r-1", dry_run=True, eligible=False,
+                                       explanation="the Site still observes Attempt 2"))
+    assert (allowed["decision"], allowed["code"]) == ("dry-run", "allowed")
+    assert allowed["summary"]["conclusion"]["would"] == "mark Attempt 2 lost; a new Attempt follows"
+    assert (refused["decision"], refused["code"]) == ("dry-run", "not-reconcilable")
+    assert refused["summary"]["conclusion"]["allowed"] is False
+    assert refused["summary"]["conclusion"]["explanation"] == "the Site still observes Attempt 2"
+    # A real decision keeps the request's summary only.
+    real = TRAIL.entry(ec.ReconcileRun(metadata=meta, run_id="r-1", decision="mark-lost"),
+                       principal="cli", correlation_id=None, decision=ACCEPTED,
+                       reply=ec.ReconcileRunReply(run_id="r-1", eligible=True)).row()
+    assert (real["code"], "conclusion" in real["summary"]) == ("", False)

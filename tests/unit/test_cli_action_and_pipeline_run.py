@@ -126,6 +126,30 @@ async def test_pipeline_refused_before_any_step_exits_like_the_refused_request(a
     assert missing.code == 3 and "`metallo repo branches REPO`" in missing.stderr
 
 
+async def test_pipeline_whose_collection_step_failed_is_an_ordinary_failure(amqp_url, topology):
+    def failed_sweep() -> pc.Pipeline:
+        p = pc.Pipeline(pipeline_id="p-1", project="demo", state="failed", branch="main", failed_step=1,
+                        reason_code="collection-failed", message="3 of 5 children succeeded")
+        step = p.steps.add(index=1, action="sweep", state="failed", collection_id="col-1",
+                           reason_code="collection-failed")
+        step.collection_counts.total, step.collection_counts.succeeded = 5, 3
+        return p
+
+    handlers = {"StartPipeline": lambda c: pc.StartPipelineReply(pipeline_id="p-1", state="preparing"),
+                "GetPipeline": lambda q: failed_sweep()}
+    async with StandIn(amqp_url, topology, ("pipeline_coordination",), handlers):
+        ran = await cli("pipeline", "run", "https://git.example/demo.git", "--action", "sweep", "--wait")
+        shown = await cli("pipeline", "show", "p-1", "--wait")
+        as_json = await cli("pipeline", "run", "https://git.example/demo.git", "--wait", "-o", "json")
+    for result in (ran, shown, as_json):
+        assert result.code == 1, result.stderr
+        assert "before any step launched" not in result.stderr
+        assert "correct the request" not in result.stderr
+    assert "`metallo collection show col-1`" in shown.stderr
+    document = json.loads(as_json.stdout)
+    assert "error" not in document and document["pipeline"]["state"] == "failed"
+
+
 async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, topology):
     handlers = {
         "StopPipeline": lambda c: pc.StopPipelineReply(pipeline_id=c.pipeline_id, stop_recorded=True,

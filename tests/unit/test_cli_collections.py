@@ -115,3 +115,35 @@ def test_a_rerun_collection_step_says_how_many_children_it_kept():
     console = Console(width=120, record=True)
     console.print(graph_tree(p))
     assert "6 of 20 children kept, 14 rerun" in console.export_text()
+
+
+def test_carried_children_show_the_commit_their_own_run_ran():
+    from metallo.cli.collection import older_pins_text
+
+    c = pc.Collection(collection_id=CID, pipeline_id=PID, revision=5, pinned_commit="f" * 40)
+    c.items.add(index=1, state="succeeded", carried_from="p-old", revision=4, pinned_commit="a" * 40)
+    c.items.add(index=2, state="succeeded", carried_from="p-old", revision=5, pinned_commit="f" * 40)
+    c.items.add(index=3, state="launched", revision=5, pinned_commit="f" * 40)
+    assert older_pins_text(c) == ("note: 1 carried children ran at an older commit or revision than this "
+                                  "collection's (1); each row shows its own")
+    del c.items[0]
+    assert older_pins_text(c) == ""
+
+
+async def test_show_table_has_each_childs_commit(amqp_url, topology):
+    def rerun_collection(_q):
+        c = collection()
+        c.pinned_commit, c.revision = "f" * 40, 5
+        c.items[0].carried_from, c.items[0].revision, c.items[0].pinned_commit = "p-old", 4, "a" * 40
+        for i in c.items[1:]:
+            i.revision, i.pinned_commit = 5, "f" * 40
+        return c
+
+    async with StandIn(amqp_url, topology, OWNERS, {"GetCollection": rerun_collection}):
+        table = await cli("collection", "show", CID)
+        document = await cli("collection", "show", CID, "--output", "json")
+    assert table.code == 0, table.stderr
+    assert "aaaaaaaaaaaa" in table.stdout and "ffffffffffff" in table.stdout
+    assert "1 carried children ran at an older commit" in table.stdout
+    items = json.loads(document.stdout)["items"]
+    assert (items[0]["pinned_commit"], items[0]["revision"]) == ("a" * 40, 4)

@@ -111,3 +111,20 @@ def test_progress_into_a_closed_pipe_does_not_cut_dev_down_short():
                                   capture_output=True, timeout=60)
         assert finished.returncode == 0
         assert open(done).read() == "went on"
+
+
+def test_an_unknown_executor_is_refused_with_the_valid_ones(monkeypatch):
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: None)
+    refused = run_cli("dev", "up", "--executor", "nope")
+    assert refused.code == 2
+    assert "unknown executor 'nope': the executors are auto, local, slurm" in refused.stderr
+    assert "`metallo dev up --executor local`" in refused.stderr
+    assert "use the command the message gives" not in refused.stderr
+
+
+def test_another_executor_already_running_names_the_commands(monkeypatch):
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: LIVE)
+    refused = run_cli("dev", "up", "--executor", "slurm")
+    assert refused.code == 2
+    assert "already runs with the local executor" in refused.stderr
+    assert "run `metallo dev down`, then `metallo dev up --executor slurm`" in refused.stderr

@@ -58,14 +58,24 @@ def test_status_shows_each_components_readiness(monkeypatch, endpoints):
                                  "ops_url": gone}}}
     monkeypatch.setattr(control, "running_supervisor", lambda layout: live)
     shown = run_cli("dev", "status")
-    assert shown.code == 0, shown.stderr
+    # A running component that is not ready degrades the stack: named, with its reason.
+    assert shown.code == 1, shown.stderr
+    assert shown.stdout.startswith("dev stack degraded")
+    assert "pipeline_coordination is not ready (migrations: database at ['0001']" in shown.stderr
+    assert "site_runtime is not ready (no answer from" in shown.stderr
+    assert "execution_core is not ready" not in shown.stderr
     lines = {line.split()[0]: line for line in shown.stdout.splitlines()[1:]}
     assert lines["execution_core"].endswith("  ready")
     assert "not ready (migrations: database at ['0001'], code at ['0002'])" in lines[
         "pipeline_coordination"]
     assert f"not ready (no answer from {gone}" in lines["site_runtime"]
 
-    document = json.loads(run_cli("dev", "status", "--output", "json").stdout)
+    as_json = run_cli("dev", "status", "--output", "json")
+    assert as_json.code == 1
+    document = json.loads(as_json.stdout)
+    assert document["status"] == "degraded"
+    assert document["not_ready"] == ["pipeline_coordination", "site_runtime"]
+    assert document["error"]["code"] == "stack-degraded" and document["error"]["exit_code"] == 1
     components = document["components"]
     assert components["execution_core"]["readiness"] == {"ready": True, "checks": {}}
     assert components["pipeline_coordination"]["readiness"]["ready"] is False
@@ -84,3 +94,17 @@ def test_every_component_gets_its_own_loopback_ops_address(tmp_path):
     assert all(a.startswith("127.0.0.1:") for a in addresses)
     assert {c.name: c.ops_url for c in components}["execution_core"] == "http://" + addresses[
         [c.name for c in components].index("execution_core")]
+
+
+def test_status_is_ready_only_when_every_component_is(monkeypatch, endpoints):
+    from metallo.devstack import control
+
+    ready, _behind = endpoints
+    live = {"pid": 4242, "status": "ready", "executor": "local",
+            "edge_url": "https://127.0.0.1:8443", "components": {
+                name: {"pid": 11, "state": "ready", "restarts": 0, "log": f"{name}.log", "ops_url": ready}
+                for name in ("execution_core", "site_runtime")}}
+    monkeypatch.setattr(control, "running_supervisor", lambda layout: live)
+    shown = run_cli("dev", "status")
+    assert shown.code == 0, shown.stderr
+    assert shown.stdout.startswith("dev stack ready")

@@ -175,3 +175,41 @@ def test_a_failed_pipelines_progress_names_the_step_that_failed():
     p.steps[1].state = "succeeded"
     p.steps[2].state = p.steps[3].state = "succeeded"
     assert current_step(p).action == "last"  # all ended well: the last one
+
+
+async def test_a_reruns_commit_is_labelled_as_its_graphs(amqp_url, topology):
+    def rerun(_q):
+        p = pc.Pipeline(pipeline_id="p-2", project="demo", state="succeeded", branch="main",
+                        rerun_of="p-1", prepared_commit="a" * 40)
+        p.steps.add(index=1, action="train", state="succeeded", run_id=RUN_ID, pinned_commit="f" * 40)
+        return p
+
+    async with StandIn(amqp_url, topology, OWNERS, {"GetPipeline": rerun}):
+        shown = await cli("pipeline", "show", "p-2")
+    assert shown.code == 0, shown.stderr
+    assert "graph commit" in shown.stdout
+    assert "(graph of p-1; each step runs at its input commit)" in " ".join(shown.stdout.split())
+    assert "ffffffffffff" in shown.stdout  # the step's own input commit
+
+
+async def test_rerun_json_start_carries_the_children_run_again(amqp_url, topology):
+    def rerun_pipeline(_q):
+        p = pc.Pipeline(pipeline_id="p-2", project="demo", state="running", branch="main", rerun_of="p-1")
+        step = p.steps.add(index=1, action="sweep", state="waiting", collection_id="col-2")
+        step.collection_counts.total, step.collection_counts.carried = 5, 3
+        step.collection_counts.succeeded = 3
+        p.steps.add(index=2, action="report", state="waiting")
+        return p
+
+    handlers = {"RerunPipeline": lambda c: pc.RerunPipelineReply(pipeline_id="p-2", state="running",
+                                                                 rerun_of="p-1", rerun_steps=[1, 2]),
+                "GetPipeline": rerun_pipeline}
+    async with StandIn(amqp_url, topology, OWNERS, handlers):
+        text = await cli("pipeline", "rerun", "p-1", "--failed")
+        document = await cli("pipeline", "rerun", "p-1", "--failed", "-o", "json")
+    assert text.code == 0 and document.code == 0, document.stderr
+    assert "step 1 (sweep): 2 of 5 children run again, 3 carried over" in text.stderr
+    start = json.loads(document.stdout)["start"]
+    assert start["rerun_steps"] == [1, 2]
+    assert start["carried_collections"] == [{"step": 1, "action": "sweep", "collection_id": "col-2",
+                                             "total": 5, "carried": 3, "run_again": 2}]

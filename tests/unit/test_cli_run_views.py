@@ -99,3 +99,14 @@ async def test_run_views_say_what_is_known_and_quiet_ends_in_one_line(amqp_url, 
     assert "compute RUNNING (last known, observed running since 2027-01-15T08:00:20+00:00)" in lost_text
     assert quiet.stdout.strip().splitlines()[-1] == f"{RUN_ID} lost (lost-at-site)"
     assert "Attempts" not in quiet.stdout and "native state" not in quiet.stdout
+
+
+def test_the_native_column_reads_alike_for_every_executor():
+    from metallo.cli.run_view import native_text
+    from metallo.execution_core.v1 import execution_core_pb2 as ec
+
+    local = ec.Run(phase="terminal", outcome="succeeded", native_stage="stage-out", native_state="COMPLETED")
+    slurm = ec.Run(phase="terminal", outcome="succeeded", native_state="COMPLETED")
+    assert native_text(local) == native_text(slurm) == "COMPLETED"
+    running = ec.Run(phase="running", native_stage="compute", native_state="RUNNING")
+    assert native_text(running) == "compute RUNNING"

@@ -16,10 +16,10 @@ from metallo.audit.records import (
     drop_audit_table,
 )
 from metallo.audit.redaction import REDACTED, redact, redact_text, request_summary
-from metallo.audit.trail import AuditTrail, affected_ids
+from metallo.audit.trail import DRY_RUN_ALLOWED, AuditTrail, affected_ids
 
 __all__ = [
-    "ACCEPTED", "DRY_RUN", "REDACTED", "REFUSED", "AuditEntry", "AuditTrail",
+    "ACCEPTED", "DRY_RUN", "DRY_RUN_ALLOWED", "REDACTED", "REFUSED", "AuditEntry", "AuditTrail",
     "add_audit_table",
     "affected_ids", "append", "append_only_ddl", "audit_records", "create_audit_table",
     "drop_audit_table", "redact", "redact_text", "request_summary",

@@ -10,12 +10,12 @@ is not recorded; a transaction that rolls back takes its record with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
 from metallo.audit.records import ACCEPTED, DRY_RUN, MAX_AFFECTED, AuditEntry
-from metallo.audit.redaction import request_summary, secret_field
+from metallo.audit.redaction import redact, request_summary, secret_field
 
 #: Field names (besides ``*_id``) that name what a decision concerns.
 ID_FIELDS = frozenset({"rerun_of", "attempt_number"})
@@ -51,13 +51,24 @@ def is_dry_run(command: Message) -> bool:
     return "dry_run" in command.DESCRIPTOR.fields_by_name and bool(command.dry_run)
 
 
+#: A dry run's conclusion from its reply: ``(code, conclusion)`` — ``code`` is
+#: :data:`DRY_RUN_ALLOWED` or the refusal code the real command would get, and
+#: ``conclusion`` says what it would do (kept in the summary as ``conclusion``).
+DryRunConclusion = Callable[[Message], tuple[str, dict[str, object]]]
+#: The ``code`` of a dry run that concluded the real command would be accepted.
+DRY_RUN_ALLOWED = "allowed"
+
+
 class AuditTrail:
     """The audited commands of one ``service`` and their action names
-    (``{LaunchRun: "run.launch"}``); builds their :class:`AuditEntry`."""
+    (``{LaunchRun: "run.launch"}``); builds their :class:`AuditEntry`. ``conclusions``
+    reads what a dry run of a command concluded from its reply (:data:`DryRunConclusion`)."""
 
-    def __init__(self, service: str, actions: Mapping[type[Message], str]):
+    def __init__(self, service: str, actions: Mapping[type[Message], str],
+                 conclusions: Mapping[type[Message], DryRunConclusion] | None = None):
         self.service = service
         self.actions = {t.DESCRIPTOR.full_name: a for t, a in actions.items()}
+        self.conclusions = {t.DESCRIPTOR.full_name: c for t, c in (conclusions or {}).items()}
 
     def audits(self, command: Message) -> bool:
         """Whether ``command``'s decisions are recorded."""
@@ -67,12 +78,19 @@ class AuditTrail:
               decision: str, code: str = "", reply: Message | None = None) -> AuditEntry:
         """The record of ``decision`` (``accepted`` with its ``reply``, or ``refused`` with
         its ``code``) on ``command``, sent by ``principal``. An accepted command whose
-        ``dry_run`` field is set decided nothing: its decision is ``dry-run``."""
+        ``dry_run`` field is set decided nothing: its decision is ``dry-run``, and with a
+        conclusion for the command its ``code`` and ``summary["conclusion"]`` say what
+        the dry run concluded (allowed or the refusal code, and what it would do)."""
         meta = command.metadata
+        summary = request_summary(command)
         if decision == ACCEPTED and is_dry_run(command):
             decision = DRY_RUN
+            conclude = self.conclusions.get(command.DESCRIPTOR.full_name)
+            if conclude is not None and reply is not None:
+                code, conclusion = conclude(reply)
+                summary = {**summary, "conclusion": redact(conclusion)}
         return AuditEntry(
             actor=meta.acting_member, principal=principal or "", project=meta.project,
             action=self.actions[command.DESCRIPTOR.full_name], decision=decision, code=code,
             request_id=meta.command_id, correlation_id=correlation_id or "",
-            affected=affected_ids(command, reply), summary=request_summary(command))
+            affected=affected_ids(command, reply), summary=summary)

@@ -67,12 +67,28 @@ def print_collection(c) -> None:
     from rich.table import Table
 
     table = Table(title="Children", title_justify="left")
-    for column in ("#", "parameters", "state", "run", "from", "reason", "started", "ended"):
+    for column in ("#", "parameters", "state", "run", "from", "revision", "commit", "reason", "started", "ended"):
         table.add_column(column)
     for i in c.items:
         table.add_row(str(i.index), values_text(i.parameters), child_state(i), i.run_id, i.carried_from,
-                      i.reason_code, timestamp(i.started_at), timestamp(i.ended_at))
+                      str(i.revision or ""), i.pinned_commit[:12], i.reason_code, timestamp(i.started_at),
+                      timestamp(i.ended_at))
     print_list_table(table, empty="no child yet: the step has not started")
+    older = older_pins_text(c)
+    if older:
+        out.print(older, markup=False, highlight=False)
+
+
+def older_pins_text(c) -> str:
+    """A note when carried children ran at another revision or commit than the collection's
+    (each child's own is in its row), else ""."""
+    other = [i for i in c.items if i.carried_from and i.pinned_commit
+             and (i.pinned_commit, i.revision) != (c.pinned_commit, c.revision)]
+    if not other:
+        return ""
+    return (f"note: {len(other)} carried children ran at an older commit or revision than this collection's "
+            f"({', '.join(str(i.index) for i in other[:10])}{', …' if len(other) > 10 else ''}); "
+            "each row shows its own")
 
 
 @app.command("show")

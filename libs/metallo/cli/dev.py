@@ -61,7 +61,7 @@ def up(executor: Annotated[str, typer.Option(
                          replicas=replicas, say=_say)
     except StackError as exc:
         if exc.usage:
-            raise CliError(str(exc), "use the command the message gives", Exit.USAGE,
+            raise CliError(str(exc), exc.hint or "correct the options and run it again", Exit.USAGE,
                            code="invalid-argument") from None
         raise CliError(str(exc), exc.hint or (
             "fix the cause the message names (the component logs are in var/dev/logs; "
@@ -109,13 +109,19 @@ def status(output: opt.OutputOpt = Output.table) -> None:
     state = {**state, "components": {
         name: {**comp, **({"readiness": readiness[name]} if name in readiness else {})}
         for name, comp in state.get("components", {}).items()}}
+    # A component that runs but whose /readyz says not ready (its database dropped, its
+    # migrations behind): requests to it get no answer, which must not read as "ready" either.
+    not_ready = {name: not_ready_reason(r) for name, r in readiness.items()
+                 if not r["ready"] and name not in failed}
     degraded = None
-    if failed:
-        state = {**state, "status": "degraded", "failed": failed}
+    if failed or not_ready:
+        state = {**state, "status": "degraded", "failed": failed, "not_ready": sorted(not_ready)}
+        problems = ([f"{left_stopped(failed)}; Runs that need it wait meanwhile"] if failed else []) + [
+            f"{name} is not ready ({why})" for name, why in sorted(not_ready.items())]
         degraded = CliError(
-            f"{left_stopped(failed)}; Runs that need it wait meanwhile",
+            "; ".join(problems),
             "read its log, then restart the stack: `metallo dev down`, then "
-            "`metallo dev up`", Exit.FAILED, code="stack-degraded")
+            "`metallo dev up` (`--fresh` recreates its databases)", Exit.FAILED, code="stack-degraded")
     if output is Output.json:
         # One document, with the error every failing command carries (as when stopped).
         print_json({**state, **error_document(degraded)} if degraded else state)

@@ -58,9 +58,14 @@ def pipeline_exit(pipeline) -> Exit:
 
 
 def failed_before_any_step(pipeline) -> bool:
-    """True when the Pipeline ended ``failed`` with no step's Run launched (its branch or
-    its first launch was refused)."""
-    return pipeline.state == "failed" and not any(s.run_id for s in pipeline.steps)
+    """True when the Pipeline ended ``failed`` with no step launched (its branch or its first
+    launch was refused): no step has a Run nor a collection (whose children are Runs)."""
+    return pipeline.state == "failed" and not any(step_launched(s) for s in pipeline.steps)
+
+
+def step_launched(step) -> bool:
+    """True when the step launched work: a Run, or a collection of child Runs."""
+    return bool(step.run_id or step.collection_id)
 
 
 def refusal_error(pipeline) -> CliError | None:
@@ -124,7 +129,7 @@ def print_pipeline(p) -> None:
     out.print(key_value_table(f"Pipeline {p.pipeline_id}", [
         ("steps", counts_text(p)), ("max active", p.max_active or ""), ("rerun of", p.rerun_of),
         ("project", p.project), ("repository", p.repository_url), ("branch", p.branch),
-        ("state", p.state), ("desired", p.desired_state), ("commit", p.prepared_commit),
+        ("state", p.state), ("desired", p.desired_state), ("graph commit", graph_commit_text(p)),
         ("failed step", p.failed_step or ""), ("reason", p.reason_code), ("message", p.message),
         ("initiated by", p.initiating_member), ("created", timestamp(p.created_at)),
         ("ended", timestamp(p.ended_at)), ("stopped by", p.stopped_by),
@@ -146,17 +151,33 @@ def print_pipeline(p) -> None:
     if failed is not None and failed.run_id:
         err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
                   f"({failed.action}) failed and which of its logs to read", markup=False)
+    elif failed is not None and failed.collection_id:
+        err.print(f"next: `metallo collection show {failed.collection_id}` lists which children of step "
+                  f"{failed.index} ({failed.action}) failed and their Runs", markup=False)
+
+
+def graph_commit_text(p) -> str:
+    """The commit the Pipeline's graph (actions.yaml) was read at; a rerun's says it is the
+    original's graph and that each step runs at its own input commit."""
+    if p.rerun_of and p.prepared_commit:
+        return f"{p.prepared_commit} (graph of {p.rerun_of}; each step runs at its input commit)"
+    return p.prepared_commit
+
+
+def carried_collections(p) -> list[dict]:
+    """Each collection step of a rerun that kept some children: ``{step, action, collection_id,
+    total, carried, run_again}``."""
+    return [{"step": s.index, "action": s.action, "collection_id": s.collection_id,
+             "total": s.collection_counts.total, "carried": s.collection_counts.carried,
+             "run_again": s.collection_counts.total - s.collection_counts.carried}
+            for s in p.steps if s.collection_id and not s.carried_from and s.collection_counts.carried]
 
 
 def carried_lines(p) -> list[str]:
     """One line per collection step of a rerun that kept some children: how many run again."""
-    lines = []
-    for s in p.steps:
-        c = s.collection_counts
-        if s.collection_id and not s.carried_from and c.carried:
-            lines.append(f"step {s.index} ({s.action}): {c.total - c.carried} of {c.total} children run again, "
-                         f"{c.carried} carried over (`metallo collection show {s.collection_id}`)")
-    return lines
+    return [f"step {c['step']} ({c['action']}): {c['run_again']} of {c['total']} children run again, "
+            f"{c['carried']} carried over (`metallo collection show {c['collection_id']}`)"
+            for c in carried_collections(p)]
 
 
 def step_collection_text(s) -> str:
@@ -222,19 +243,22 @@ async def started_then_waited(p: Platform, who: Actor, started, *, wait_end: boo
     return started, final, None
 
 
-def finish_started(started, final, wait_failed: CliError | None, output: Output) -> None:
-    """Print the started (and maybe ended) Pipeline and exit as :func:`pipeline_exit` says."""
+def finish_started(started, final, wait_failed: CliError | None, output: Output, *,
+                   start: dict | None = None) -> None:
+    """Print the started (and maybe ended) Pipeline and exit as :func:`pipeline_exit` says;
+    ``start`` is the JSON ``start`` document (default: the reply's fields)."""
+    start = start if start is not None else as_dict(started)
     if wait_failed is not None:
         if output is not Output.json:
             raise wait_failed
         # Keep the started Pipeline's id in the one JSON document, beside the error.
         print_error(wait_failed)
-        print_json({"start": as_dict(started), "pipeline": None, **error_document(wait_failed)})
+        print_json({"start": start, "pipeline": None, **error_document(wait_failed)})
         raise typer.Exit(wait_failed.exit_code)
     refused = refusal_error(final) if final is not None else None
     if output is Output.json:
         # The keys scripts already read, plus {"error": …} when refused before any step.
-        print_json({"start": as_dict(started), "pipeline": as_dict(final) if final else None,
+        print_json({"start": start, "pipeline": as_dict(final) if final else None,
                     **(error_document(refused) if refused else {})})
     elif final is not None:
         print_pipeline(final)
@@ -266,17 +290,20 @@ def rerun(
             started = await p.request(pc.RerunPipeline(
                 metadata=command_metadata(who, cid), pipeline_id=pipeline_id, failed_only=failed,
                 max_active=max_active))
+            new = await get_pipeline(p, who, started.pipeline_id)
             if output is Output.table:
                 steps = ", ".join(map(str, started.rerun_steps))
                 err.print(f"rerun of {started.rerun_of}: steps {steps} run again", markup=False,
                           highlight=False)
-                for line in carried_lines(await get_pipeline(p, who, started.pipeline_id)):
+                for line in carried_lines(new):
                     err.print(line, markup=False, highlight=False)
-            return await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
-                                             quiet=quiet, output=output)
+            return (*await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
+                                               quiet=quiet, output=output), carried_collections(new))
 
-    started, final, wait_failed = asyncio.run(body())
-    finish_started(started, final, wait_failed, output)
+    started, final, wait_failed, carried = asyncio.run(body())
+    # The start document carries what the text output says: the steps and children run again.
+    finish_started(started, final, wait_failed, output,
+                   start={**as_dict(started), "carried_collections": carried})
 
 
 @app.command("show")

@@ -79,7 +79,9 @@ def native_text(run: ec.Run) -> str:
         return ""
     text = f"{run.native_stage} {run.native_state}".strip()
     if run.outcome != "lost" and run.observation_confidence not in ("stale", "uncertain"):
-        return text
+        # An ended Run's native state is its native work's as a whole (every executor's
+        # COMPLETED, FAILED, …); the stage is said while it runs (``compute RUNNING``).
+        return run.native_state if run.phase == "terminal" else text
     since = ""
     for t in reversed(run.history):
         if t.observation_phase != run.observation_phase:

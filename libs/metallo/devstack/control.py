@@ -69,7 +69,9 @@ def running_supervisor(layout: Layout) -> dict | None:
 
 def _check_executor(name: str) -> None:
     if name not in EXECUTORS:
-        raise StackError(f"unknown executor {name!r}: use local, slurm or auto", usage=True)
+        raise StackError(f"unknown executor {name!r}: the executors are {', '.join(EXECUTORS)}", usage=True,
+                         hint="run `metallo dev up --executor local` (or slurm; auto, the default, picks "
+                              "slurm when the Slurm lab runs, else local)")
 
 
 def failed_components(state: dict) -> list[str]:
@@ -112,7 +114,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
             raise StackError(
                 f"the dev stack already runs with the {live.get('executor')} executor, not "
                 f"{executor}; run `metallo dev down`, then `metallo dev up --executor {executor}`",
-                usage=True)
+                usage=True, hint=f"run `metallo dev down`, then `metallo dev up --executor {executor}`")
         failed = failed_components(live)
         if failed:
             raise StackError(

@@ -6,9 +6,27 @@ from __future__ import annotations
 
 from execution_core.adaptors.governance_authority import GovernanceAuthority
 from execution_core.application.ports import AuthorityUnavailable
-from metallo.audit import AuditTrail
+from execution_core.domain import reasons
+from metallo.audit import DRY_RUN_ALLOWED, AuditTrail
 from metallo.audit.query import governed_reader, serve_audit_query
 from metallo.execution_core.v1 import execution_core_pb2 as pb
+
+#: The most of a dry run's explanation its audit record keeps.
+EXPLANATION_LIMIT = 500
+
+
+def reconcile_conclusion(reply: pb.ReconcileRunReply) -> tuple[str, dict[str, object]]:
+    """What a ``ReconcileRun`` dry run concluded: ``allowed`` or ``not-reconcilable`` (the
+    real decision's refusal), and what the decision would do."""
+    if reply.eligible:
+        then = "a new Attempt follows" if reply.will_retry else "the Run ends lost"
+        would = f"mark Attempt {reply.attempt_number} lost; {then}"
+    else:
+        would = "nothing: the decision would be refused"
+    return (DRY_RUN_ALLOWED if reply.eligible else reasons.NOT_RECONCILABLE,
+            {"allowed": reply.eligible, "would": would, "attempt_number": reply.attempt_number,
+             "will_retry": reply.will_retry, "explanation": reply.explanation[:EXPLANATION_LIMIT]})
+
 
 TRAIL = AuditTrail("execution_core", {
     pb.LaunchRun: "run.launch",
@@ -18,7 +36,7 @@ TRAIL = AuditTrail("execution_core", {
     pb.ReadRunLog: "run.read-log",
     pb.DrainSite: "site.drain",
     pb.ResumeSite: "site.resume",
-})
+}, conclusions={pb.ReconcileRun: reconcile_conclusion})
 
 
 def register_audit_query(server, authority: GovernanceAuthority) -> None:

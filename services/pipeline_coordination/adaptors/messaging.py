@@ -113,7 +113,7 @@ def register_collection_requests(server: CommandServer, store: PipelineStore, au
             session, store, authority, project=q.metadata.project, member=q.metadata.acting_member,
             collection_id=q.collection_id,
         )
-        return collection_message(p, s)
+        return collection_message(p, s, carried=await collection_requests.carried_pins(session, store, s))
 
     @server.query(pb.ListCollections)
     async def list_(session, q: pb.ListCollections) -> pb.ListCollectionsReply:

@@ -114,8 +114,12 @@ def collection_state(p: Pipeline, s: Step) -> str:
     return "waiting"
 
 
-def item_message(pipeline_id: str, s: Step, i: collection.Item) -> pb.CollectionItem:
-    """One child as the contract shows it."""
+def item_message(pipeline_id: str, s: Step, i: collection.Item,
+                 carried: dict[str, tuple[int, str]] | None = None) -> pb.CollectionItem:
+    """One child as the contract shows it; ``carried`` gives the (revision, commit) a carried
+    child's Run ran, by the Pipeline it comes from (unknown: left empty)."""
+    revision, commit = (carried or {}).get(i.carried_from, (0, "")) if i.carried_from else (
+        s.revision, s.pinned_commit)
     return pb.CollectionItem(
         index=i.index,
         parameters=i.parameters,
@@ -130,12 +134,16 @@ def item_message(pipeline_id: str, s: Step, i: collection.Item) -> pb.Collection
         started_at=_ts(i.started_at),
         ended_at=_ts(i.ended_at),
         carried_from=i.carried_from,
+        revision=revision,
+        pinned_commit=commit,
     )
 
 
 def collection_message(p: Pipeline, s: Step, *, with_items: bool = True,
-                       item_counts: dict[str, int] | None = None) -> pb.Collection:
-    """A collection step (GetCollection with its children; ListCollections without, counted)."""
+                       item_counts: dict[str, int] | None = None,
+                       carried: dict[str, tuple[int, str]] | None = None) -> pb.Collection:
+    """A collection step (GetCollection with its children; ListCollections without, counted);
+    ``carried`` as :func:`item_message` takes it."""
     shape = s.collection or collection.Shape()
     return pb.Collection(
         collection_id=s.collection_id,
@@ -152,7 +160,7 @@ def collection_message(p: Pipeline, s: Step, *, with_items: bool = True,
         array=shape.array,
         array_decision=s.array_decision,
         counts=pb.CollectionCounts(**(item_counts if item_counts is not None else collection.counts(s.items))),
-        items=[item_message(p.pipeline_id, s, i) for i in s.items] if with_items else [],
+        items=[item_message(p.pipeline_id, s, i, carried) for i in s.items] if with_items else [],
         reason_code=s.reason_code,
         message=s.message,
         cancelled_by=s.cancelled_by,

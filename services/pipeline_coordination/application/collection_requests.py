@@ -42,6 +42,19 @@ async def get_collection(session: AsyncSession, store: PipelineStore, authority:
     return await _own(session, store, project, collection_id, lock=False)
 
 
+async def carried_pins(session: AsyncSession, store: PipelineStore, s: d.Step) -> dict[str, tuple[int, str]]:
+    """{Pipeline id: (revision, pinned commit)} of the step in each Pipeline the collection's
+    carried children come from: the revision and commit their Runs ran (a carried child keeps
+    its own; the children run again run at the step's)."""
+    pins: dict[str, tuple[int, str]] = {}
+    for source in sorted({i.carried_from for i in s.items if i.carried_from}):
+        found = await store.load(session, source)
+        if found is not None and any(step.index == s.index for step in found[0].steps):
+            step = found[0].step(s.index)
+            pins[source] = (step.revision, step.pinned_commit)
+    return pins
+
+
 async def cancel_collection(session: AsyncSession, store: PipelineStore, authority: ProjectAuthority, *,
                             project: str, member: str, collection_id: str, reason: str
                             ) -> tuple[bool, d.Pipeline, d.Step]:

@@ -26,6 +26,8 @@ REFUSALS = {
     "unsupported-local-inputs": "the local executor checks out only the action's own "
     "repository; extra ``inputs`` are refused",
     "local-wall-time-above-limit": "wallTimeSeconds exceeds RUNTIME_LOCAL_MAX_WALL_SECONDS",
+    "local-request-never-fits": "resources.cpus or memoryMiB exceed the machine's CPUs or "
+    "physical memory",
     "material-changed": "a second prepare for the Attempt carries different material",
     "attempt-not-prepared": "start/read-log for an Attempt this Runtime never prepared",
     "authorisation-refused": "the Site edge refused the execution (its reason code is in "
@@ -135,19 +137,49 @@ def _step(raw: Any, where: str) -> Step:
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+@dataclass(frozen=True)
+class Machine:
+    """What the local machine has: CPUs and physical memory (MiB)."""
+
+    cpus: int
+    memory_mib: int
+
+
+def never_fits(resources: Any, machine: Machine) -> str | None:
+    """Why ``resources`` can never run on ``machine`` (cpus or memoryMiB above what it
+    has), naming the resource, what was asked, what the machine has and the key to
+    lower; None when it fits. GPUs and nodes are not checked (the local executor does
+    not enforce them)."""
+    if not isinstance(resources, dict):
+        return None
+    asked = [("cpus", resources.get("cpus"), machine.cpus, "CPUs"),
+             ("memoryMiB", resources.get("memoryMiB"), machine.memory_mib, "MiB of memory")]
+    for key, value, has, unit in asked:
+        if isinstance(value, int) and not isinstance(value, bool) and value > has:
+            return (f"resources.{key} {value} can never fit this machine, which has {has} {unit}; "
+                    f"lower resources.{key} in actions.yaml to at most {has}")
+    return None
+
+
 def prepared_job(
-    run_id: str, attempt_id: str, payload: dict[str, Any], max_wall_seconds: int | None
+    run_id: str, attempt_id: str, payload: dict[str, Any], max_wall_seconds: int | None,
+    machine: Machine | None = None,
 ) -> LocalJob:
     """The job a ``prepare`` command may save: safe run and attempt ids, the
-    ``queued-batch`` family and a payload :func:`parse_job` reads. Raises
-    :class:`InvalidMaterial`."""
+    ``queued-batch`` family, a payload :func:`parse_job` reads and, given ``machine``,
+    resources it can hold (``local-request-never-fits``). Raises :class:`InvalidMaterial`."""
     if not _ID.match(attempt_id) or not _ID.match(run_id):
         raise InvalidMaterial("invalid-material", "malformed run or attempt id")
     if payload.get("family", "queued-batch") != "queued-batch":
         raise InvalidMaterial(
             "invalid-material", "the local executor runs queued-batch actions only"
         )
-    return parse_job(payload, max_wall_seconds)
+    job = parse_job(payload, max_wall_seconds)
+    spec = payload.get("spec") or {}
+    why = never_fits(spec.get("resources"), machine) if machine is not None else None
+    if why is not None:
+        raise InvalidMaterial("local-request-never-fits", why)
+    return job
 
 
 def parse_job(payload: dict[str, Any], max_wall_seconds: int | None = None) -> LocalJob:
@@ -276,12 +308,14 @@ PHASE_OF_STATE = {
     "cancelled": "cancelled",
 }
 
+#: The native state of a journal state, in the words a scheduler uses (PENDING, RUNNING,
+#: COMPLETED, …); which stage runs is ``native_stage``'s to say, not the state's.
 NATIVE_STATE = {
     "prepared": "PREPARED",
     "waiting": "PENDING",
-    "stage-in": "STAGE_IN",
-    "compute": "COMPUTE",
-    "stage-out": "STAGE_OUT",
+    "stage-in": "RUNNING",
+    "compute": "RUNNING",
+    "stage-out": "RUNNING",
     "succeeded": "COMPLETED",
     "failed": "FAILED",
     "cancelled": "CANCELLED",

@@ -7,10 +7,12 @@ import pytest
 
 from site_runtime.domain.local_batch import (
     InvalidMaterial,
+    Machine,
     StageFacts,
     failure_record,
     observation,
     parse_job,
+    prepared_job,
 )
 
 
@@ -158,3 +160,45 @@ def test_a_cancelled_attempt_reports_how_its_step_was_stopped():
         "t",
     )
     assert (cancelled["phase"], cancelled["exit_code"], cancelled["signal"]) == ("cancelled", None, 15)
+
+
+def test_native_states_use_a_schedulers_words_and_the_stage_says_which_runs():
+    at = "2026-11-29T11:00:00Z"
+    for state in ("stage-in", "compute", "stage-out"):
+        seen = observation(state, [StageFacts(state, "running", 2)], at)
+        assert (seen["native_stage"], seen["native_state"]) == (state, "RUNNING")
+    assert observation("waiting", [], at)["native_state"] == "PENDING"
+    assert observation("succeeded", [], at)["native_state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(("resources", "said"), [
+    ({"cpus": 9}, "resources.cpus 9 can never fit this machine, which has 8 CPUs; lower resources.cpus "
+                  "in actions.yaml to at most 8"),
+    ({"cpus": 2, "memoryMiB": 16385}, "resources.memoryMiB 16385 can never fit this machine, which has "
+                                      "16384 MiB of memory"),
+])
+def test_a_request_larger_than_the_machine_never_fits(resources, said):
+    machine = Machine(cpus=8, memory_mib=16384)
+    with pytest.raises(InvalidMaterial) as refused:
+        prepared_job("r-1", "a-1", payload(resources=resources), None, machine)
+    assert refused.value.code == "local-request-never-fits"
+    assert said in str(refused.value)
+
+
+def test_a_request_the_machine_holds_or_an_unknown_machine_is_prepared():
+    fits = payload(resources={"cpus": 8, "memoryMiB": 16384, "gpus": 2})
+    assert prepared_job("r-1", "a-1", fits, None, Machine(cpus=8, memory_mib=16384)).steps
+    big = payload(resources={"cpus": 10_000})
+    assert prepared_job("r-1", "a-1", big, None, None).steps  # the machine unknown: not checked
+
+
+def test_this_machine_reads_the_hosts_cpus_and_memory():
+    import os
+
+    from site_runtime.adaptors.local.settings import this_machine
+
+    machine = this_machine()
+    assert machine is not None and machine.cpus == os.cpu_count()
+    with open("/proc/meminfo") as meminfo:
+        total_kib = int(meminfo.readline().split()[1])
+    assert abs(machine.memory_mib - total_kib // 1024) <= 1

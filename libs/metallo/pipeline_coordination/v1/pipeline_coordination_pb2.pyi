@@ -171,7 +171,7 @@ class CollectionCounts(_message.Message):
     def __init__(self, total: _Optional[int] = ..., waiting: _Optional[int] = ..., active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., uncertain: _Optional[int] = ..., carried: _Optional[int] = ...) -> None: ...
 
 class CollectionItem(_message.Message):
-    __slots__ = ("index", "parameters", "state", "run_id", "launch_key", "run_outcome", "reason_code", "message", "output_commit", "started_at", "ended_at", "carried_from")
+    __slots__ = ("index", "parameters", "state", "run_id", "launch_key", "run_outcome", "reason_code", "message", "output_commit", "started_at", "ended_at", "carried_from", "revision", "pinned_commit")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +191,8 @@ class CollectionItem(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     CARRIED_FROM_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PINNED_COMMIT_FIELD_NUMBER: _ClassVar[int]
     index: int
     parameters: _containers.ScalarMap[str, str]
     state: str
@@ -203,7 +205,9 @@ class CollectionItem(_message.Message):
     started_at: _timestamp_pb2.Timestamp
     ended_at: _timestamp_pb2.Timestamp
     carried_from: str
-    def __init__(self, index: _Optional[int] = ..., parameters: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., carried_from: _Optional[str] = ...) -> None: ...
+    revision: int
+    pinned_commit: str
+    def __init__(self, index: _Optional[int] = ..., parameters: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., run_id: _Optional[str] = ..., launch_key: _Optional[str] = ..., run_outcome: _Optional[str] = ..., reason_code: _Optional[str] = ..., message: _Optional[str] = ..., output_commit: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., carried_from: _Optional[str] = ..., revision: _Optional[int] = ..., pinned_commit: _Optional[str] = ...) -> None: ...
 
 class Collection(_message.Message):
     __slots__ = ("collection_id", "project", "pipeline_id", "step_index", "action", "workload_id", "revision", "pinned_commit", "state", "max_active", "fail_fast", "array", "array_decision", "counts", "items", "reason_code", "message", "cancelled_by", "cancel_reason")

@@ -238,7 +238,8 @@ class LocalExecutor:
     async def prepare(self, command: SiteCommand) -> CommandResult:
         """Check the material, authorise it at the edge, create the private workspace and
         save the Attempt as ``prepared``. Refusals: ``invalid-material``,
-        ``unsupported-local-inputs``, ``local-wall-time-above-limit``, ``material-changed``,
+        ``unsupported-local-inputs``, ``local-wall-time-above-limit``, ``local-request-never-fits``,
+        ``material-changed``,
         ``authorisation-refused``. Deferrals: ``authority-unavailable``,
         ``workspace-unavailable``."""
         return await self.commands.run("prepare", command)
@@ -246,7 +247,8 @@ class LocalExecutor:
     async def _prepare(self, command: SiteCommand) -> CommandResult:
         try:
             job = prepared_job(
-                command.run_id, command.attempt_id, command.payload, self.settings.max_wall_seconds
+                command.run_id, command.attempt_id, command.payload, self.settings.max_wall_seconds,
+                self.settings.machine,
             )
         except InvalidMaterial as refusal:
             return self._save(command, "refused", code=refusal.code, message=str(refusal))

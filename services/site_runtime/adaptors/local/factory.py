@@ -10,6 +10,7 @@ from site_runtime.adaptors.edge.client import EdgeClient
 from site_runtime.adaptors.env_settings import SettingsError, env_int
 from site_runtime.adaptors.local.executor import LocalExecutor, LocalSettings
 from site_runtime.adaptors.local.jobs import LocalJobsJournal
+from site_runtime.adaptors.local.settings import this_machine
 
 __all__ = ["SettingsError", "build_executor", "local_settings"]
 
@@ -24,6 +25,7 @@ def local_settings(
     return LocalSettings(
         workspace_root=workspace_root,
         max_wall_seconds=env_int(env, "RUNTIME_LOCAL_MAX_WALL_SECONDS", None, 1),
+        machine=this_machine(),
         grace_seconds=float(env_int(env, "RUNTIME_LOCAL_GRACE_SECONDS", 10, 0) or 0),
         staging_seconds=env_int(env, "RUNTIME_LOCAL_STAGING_SECONDS", 600, 1) or 600,
         max_active=env_int(env, "RUNTIME_LOCAL_MAX_ACTIVE", 4, 1) or 4,  # 0 would start nothing

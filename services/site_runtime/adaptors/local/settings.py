@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from site_runtime.domain.local_batch import Machine
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,9 @@ class LocalSettings:
     this long is launched once more (the claim file prevents a second effect);
     ``release_delay_seconds``: an ended stage's repository grant is released within
     this long, together with the others ended meanwhile (:mod:`.grant_releases`);
-    ``notice_timeout_seconds``: bound of one native-end notice to the edge (ADR 0016).
+    ``notice_timeout_seconds``: bound of one native-end notice to the edge (ADR 0016);
+    ``machine``: the host's CPUs and physical memory — a request above them is refused
+    ``local-request-never-fits`` (None: not checked).
     """
 
     workspace_root: Path
@@ -35,3 +40,14 @@ class LocalSettings:
     release_delay_seconds: float = 1.0
     base_path: str = "/usr/local/bin:/usr/bin:/bin"
     notice_timeout_seconds: float = 5.0
+    machine: Machine | None = None
+
+
+def this_machine() -> Machine | None:
+    """This host's CPUs (``os.cpu_count``) and physical memory, or None when unknown."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    cpus = os.cpu_count()
+    return Machine(cpus=cpus, memory_mib=memory // (1024 * 1024)) if cpus and memory > 0 else None
