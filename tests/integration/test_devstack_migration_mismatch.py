@@ -9,6 +9,7 @@ databases are never touched."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from sqlalchemy import text
@@ -16,6 +17,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from metallo.devstack import control, prepare
 from tests.unit.cli_support import cli
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 SERVICE = "pipeline_coordination"
 
@@ -79,7 +88,8 @@ async def test_dev_up_prints_the_plain_refusal_and_the_fresh_hint(dev_databases,
     monkeypatch.setattr(control, "ensure_k8s_lab",
                         lambda say: {"running": False, "kubeconfig": "", "detail": ""})
 
-    done = await cli("dev", "up", "--executor", "local", "--output", "json")
+    # A free edge port: the suite's own dev stack may hold 8443 meanwhile.
+    done = await cli("dev", "up", "--executor", "local", "--edge-port", str(free_port()), "--output", "json")
 
     assert done.code == 1, done.stderr
     error = json.loads(done.stdout)["error"]

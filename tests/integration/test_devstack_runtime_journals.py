@@ -12,6 +12,7 @@ under ``tmp_path``. The journals are written by the Runtime's own journal class.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,14 @@ from metallo.devstack.layout import Layout
 from site_runtime.adaptors.delivery_journal import SqliteDeliveryJournal
 from site_runtime.application.ports import SiteCommand
 from tests.unit.cli_support import cli
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +118,8 @@ async def test_dev_up_refuses_a_journal_the_stream_contradicts_with_the_fresh_hi
     monkeypatch.setattr(control, "ensure_k8s_lab",
                         lambda say: {"running": False, "kubeconfig": "", "detail": ""})
 
-    done = await cli("dev", "up", "--executor", "local", "--output", "json")
+    # A free edge port: the suite's own dev stack may hold 8443 meanwhile.
+    done = await cli("dev", "up", "--executor", "local", "--edge-port", str(free_port()), "--output", "json")
 
     assert done.code == 1, done.stderr
     error = json.loads(done.stdout)["error"]

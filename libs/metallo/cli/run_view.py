@@ -241,8 +241,8 @@ def failure_hint(run: ec.Run) -> str:
     stage = _logged_stage(attempt)
     if code == "slurm-job-requeued":
         return (f"Slurm requeued the {attempt.exit.failure_stage or 'stage'} job of Attempt "
-                f"{attempt.number} ({reason}); Metallo cancelled it, as Slurm never re-runs "
-                f"Metallo's work. A retry, if the action allows one, is a new Attempt; else "
+                f"{attempt.number} ({reason}) and ran it again; Metallo cancelled the re-run: only "
+                f"Metallo starts work again, as a new Attempt. A retry, if the action allows one, is a new Attempt; else "
                 f"`metallo run rerun {run.run_id}`, and ask the Site admin why it requeued")
     if not stage:
         return (f"Attempt {attempt.number} failed before any native work started ({reason}), "

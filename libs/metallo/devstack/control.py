@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -97,6 +98,33 @@ def choose_executor(requested: str) -> str:
     return requested
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (0.5 s at most)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def refuse_a_stack_of_another_checkout(edge_port: int) -> None:
+    """Raise StackError when the edge port is taken while this checkout runs no stack.
+
+    The dev databases (``metallo_*``), the broker's ``metallo-dev`` users and the ports
+    are shared by every checkout on the machine: preparing (``--fresh`` drops the
+    databases; every ``up`` rotates the broker passwords) would wreck the stack that
+    holds the port, so nothing is changed before this check.
+    """
+    if port_taken(edge_port):
+        raise StackError(
+            f"127.0.0.1:{edge_port} is taken, but this checkout ({REPO_ROOT}) runs no dev stack: "
+            "another checkout's dev stack (or another program) holds it. The dev databases and "
+            "broker users are shared by every checkout, so starting here would break that stack; "
+            "nothing was changed", code="dev-stack-elsewhere",
+            hint="run `metallo dev down` in the checkout whose stack runs (or stop what holds the "
+                 "port), or use --edge-port for a program that is not a dev stack")
+
+
 def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 8443,
        fresh: bool = False, replicas: int = 1, say=print) -> dict:
     """Prepare and start the stack; returns the state when ready.
@@ -123,6 +151,7 @@ def up(executor: str = "auto", *, foreground: bool = False, edge_port: int = 844
         say(f"the dev stack already runs (supervisor pid {live['pid']}, executor "
             f"{live['executor']}); `metallo dev down` stops it")
         return live
+    refuse_a_stack_of_another_checkout(edge_port)
     chosen = choose_executor(executor)
     # The lab first: a second Runtime serves lab-k8s only when its API answers.
     k8s_lab = ensure_k8s_lab(say)
