@@ -88,6 +88,9 @@ async def test_an_exit_a_restart_cannot_cure_leaves_the_child_stopped_at_once(la
     log = layout.stack_log.read_text()
     assert "runtime exited with 3, which a restart does not cure: left stopped" in log
     assert "restarting" not in log
+    # Why it is not ready is its exit, not a readiness wait that never ran out.
+    assert "runtime exited with code 3 before it became ready" in log
+    assert "did not become ready within" not in log
 
 
 def test_plan_orders_components_and_configures_the_runtime(tmp_path):

@@ -60,6 +60,14 @@ class Child:
 Hook = Callable[[], Awaitable[dict]]
 
 
+def not_ready_text(child: Child) -> str:
+    """Why ``child`` is not ready: it exited (with its code) or the wait ran out."""
+    proc = child.process
+    if proc is not None and proc.returncode is not None:
+        return f"exited with code {proc.returncode} before it became ready"
+    return f"did not become ready within {READY_TIMEOUT_SECONDS:.0f} s"
+
+
 class Supervisor:
     """Runs ``components`` until :meth:`stop`; writes ``state.json`` on every change."""
 
@@ -227,8 +235,7 @@ class Supervisor:
             watchers.append(asyncio.create_task(self._watch(child)))
             if not await self._mark_ready(child):
                 ok = False
-                self.line("supervisor", f"{child.component.name} did not become ready within "
-                          f"{READY_TIMEOUT_SECONDS:.0f} s; see "
+                self.line("supervisor", f"{child.component.name} {not_ready_text(child)}; see "
                           f"{self.layout.logs / (child.component.name + '.log')}")
                 break
         self.status = "ready" if ok and not self.stopping.is_set() else "failed"
