@@ -1,6 +1,6 @@
 """What one benchmark window cost the whole machine (ADR 0017).
 
-On the issue 8 machine every process of a Run shares two cores: the four services,
+On the benchmark machine every process of a Run shares two cores: the four services,
 PostgreSQL, RabbitMQ, the Runtime and the short-lived processes a Run starts (stage
 runners, ``git``, ``git-remote-https``, the lab Git server's ``git http-backend``).
 Per-process accounting misses the short-lived ones, so the machine's own counters

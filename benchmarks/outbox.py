@@ -1,4 +1,4 @@
-"""Benchmark: outbox → relay → broker → inbox consumer vs raw aio-pika (issue 2, item 8).
+"""Benchmark: outbox → relay → broker → inbox consumer vs raw aio-pika.
 
 Both paths move the same number of persistent messages through the same local
 RabbitMQ in the same run, with the consumer in another process (as in

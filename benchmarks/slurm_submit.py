@@ -1,4 +1,4 @@
-"""Native Slurm submissions per second: raw slurmrestd vs the Runtime's slurm adaptor (issue 6, item 7).
+"""Native Slurm submissions per second: raw slurmrestd vs the Runtime's slurm adaptor.
 
 Both sides submit the same *held* compute jobs (they never run; every one is
 cancelled afterwards) with the same member token and ``--concurrency`` requests

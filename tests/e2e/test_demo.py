@@ -1,6 +1,6 @@
 """``scripts/demo`` end to end: "Run all in order" of examples/demo-repo (train,
 then evaluate on the commit train pushed) with the local executor and on the
-Slurm lab, checked through the one JSON line it ends with (issue 8, item 4)."""
+Slurm lab, checked through the one JSON line it ends with."""
 
 from __future__ import annotations
 

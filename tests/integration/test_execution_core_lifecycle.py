@@ -1,4 +1,4 @@
-"""Execution Core end to end on real PostgreSQL and RabbitMQ (issue 4, item 7).
+"""Execution Core end to end on real PostgreSQL and RabbitMQ.
 
 Site Coordination and Workload Portfolio are doubles at the message level only.
 """

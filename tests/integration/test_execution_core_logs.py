@@ -1,5 +1,5 @@
 """Private Run log reads: ReadRunLog, GetRunLogRead and the Site's read-log results
-(seed 001, Private Run log commands; issue 8 item 3). Site Coordination is the
+(seed 001, Private Run log commands). Site Coordination is the
 message-level double of execution_core_support."""
 
 from __future__ import annotations

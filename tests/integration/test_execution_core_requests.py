@@ -1,4 +1,4 @@
-"""Launch and cancel commands, queries and permissions (issue 4, items 1, 5, 6, 7)."""
+"""Launch and cancel commands, queries and permissions."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reliable supervision: killed supervisors, racing supervisors, fencing, duplicate results
-(seed 004 §3D, §4E; issue 4, items 2, 3 and 7)."""
+(seed 004 §3D, §4E)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""QueueConsumer acks and shutdown on a real RabbitMQ (issue 2, item 8)."""
+"""QueueConsumer acks and shutdown on a real RabbitMQ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed request/reply over RabbitMQ with command receipts (issue 2, items 4 and 7)."""
+"""Typed request/reply over RabbitMQ with command receipts."""
 
 from __future__ import annotations
 

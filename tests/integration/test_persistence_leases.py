@@ -1,4 +1,4 @@
-"""Fenced leases on the PostgreSQL clock (issue 2, item 5)."""
+"""Fenced leases on the PostgreSQL clock."""
 
 from __future__ import annotations
 

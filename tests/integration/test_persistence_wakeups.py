@@ -1,4 +1,4 @@
-"""NOTIFY wake-ups of polling workers (DESIGN.md, Persistence; issue 8, launch latency)."""
+"""NOTIFY wake-ups of polling workers (DESIGN.md, Persistence)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The committed OpenAPI document matches the edge, and a bounded schemathesis run
-against the real TLS edge finds no 5xx (issue 5; DESIGN.md, The Site edge)."""
+against the real TLS edge finds no 5xx (DESIGN.md, The Site edge)."""
 
 from __future__ import annotations
 

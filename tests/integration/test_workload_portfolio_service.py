@@ -1,4 +1,4 @@
-"""Workload Portfolio over real PostgreSQL, RabbitMQ and git repositories (issue 3 item 6)."""
+"""Workload Portfolio over real PostgreSQL, RabbitMQ and git repositories."""
 
 from __future__ import annotations
 

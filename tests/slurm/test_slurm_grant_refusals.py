@@ -1,6 +1,6 @@
 """A repository grant the edge refuses for good ends the Attempt instead of holding the
-Site's ordered stream (a new user's report: a Run of a local path on the Slurm Site
-was deferred forever, and every later command of the Site waited behind it)."""
+Site's ordered stream (a Run of a local path on the Slurm Site must not be deferred
+forever with every later command of the Site waiting behind it)."""
 
 from __future__ import annotations
 

@@ -112,8 +112,8 @@ async def test_an_attempt_that_changes_nothing_pushes_nothing(executor):
 
 
 async def test_two_attempts_of_one_branch_at_once_both_push_their_outputs(executor):
-    """A new user's report: of ten Runs of one action on one branch at once, nine failed
-    with repository-push-failed (non-fast-forward) and lost their outputs. Version 3's
+    """Without it, of ten Runs of one action on one branch at once, nine would fail
+    with repository-push-failed (non-fast-forward) and lose their outputs. Version 3's
     stage-out rebases onto what the other pushed first and pushes again."""
     url, commit, bare = make_repository({"README.md": "lab\n"})
     drivers = [Driver(), Driver()]

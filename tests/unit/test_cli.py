@@ -315,8 +315,8 @@ def test_a_local_repository_with_a_work_tree_gets_a_stage_out_warning(tmp_path, 
 
 def test_a_directory_that_is_not_itself_a_repository_is_not_found(tmp_path):
     # A plain directory inside another repository's work tree used to get that
-    # repository's stage-out warning, then repository-not-found from the platform (a
-    # new user's report): it is named for what it is, before anything is sent.
+    # repository's stage-out warning, then repository-not-found from the platform:
+    # it is named for what it is, before anything is sent.
     work = tmp_path / "work"
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     (work / "plain").mkdir()

@@ -59,7 +59,7 @@ async def test_action_run_whose_wait_gets_no_answer_says_to_wait_for_that_run(
         amqp_url, topology, tmp_path, monkeypatch):
     bare_repository(tmp_path)
     # The Run was accepted; only the wait was cut short (the stack stopped): the hint
-    # names the Run to wait for, not a relaunch with --command-id (a new user's report).
+    # names the Run to wait for, not a relaunch with --command-id.
     monkeypatch.setenv("METALLO_CLI_TIMEOUT", "1")
     prepared = wp.PrepareActionReply(workload_id="w-1", revision=3, commit="b" * 40,
                                      action="train", created=False)
@@ -103,7 +103,7 @@ async def test_pipeline_run_wait_and_exit_codes(amqp_url, topology):
     assert start.repository_url == "https://git.example/demo.git" and start.branch == "main"
     assert list(start.actions) == []  # Run all in order
     assert failed.code == 1
-    # What to do next names the failed step's Run (a new user's report: none was said).
+    # What to do next names the failed step's Run.
     assert f"next: `metallo run show {RUN_ID}` says why step 2 (evaluate) failed" in failed.stderr
     assert json.loads(listed.stdout)["pipelines"][0]["pipeline_id"] == "p-1"
 

@@ -161,7 +161,7 @@ def test_repository_text_keeps_the_name_and_a_bounded_width():
 
 
 def test_a_failed_pipelines_progress_names_the_step_that_failed():
-    """A new user's report: "pipeline failed · step 4/4 flaky skipped" when step 2 failed."""
+    """Progress names the step that failed, not the last one ("step 4/4 flaky skipped")."""
     from metallo.cli.pipelines import current_step
     from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc
 

@@ -1,4 +1,4 @@
-"""Every byte fixture under contracts/fixtures decodes to its JSON twin (issue 2, item 3).
+"""Every byte fixture under contracts/fixtures decodes to its JSON twin.
 
 A renumbered or retyped field makes the committed bytes decode differently,
 so this test fails on an incompatible contract change.

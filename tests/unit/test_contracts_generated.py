@@ -1,4 +1,4 @@
-"""The committed generated protobuf code matches contracts/proto (issue 2, item 3)."""
+"""The committed generated protobuf code matches contracts/proto."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Workload revisions are kept for a while per (project, member, workload, revision)
-(issue 8: one GetWorkloadRevision per launch before)."""
+(one GetWorkloadRevision per revision, not per launch)."""
 
 from __future__ import annotations
 

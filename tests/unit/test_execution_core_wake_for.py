@@ -1,4 +1,4 @@
-"""Which worker a runs-due NOTIFY wakes (migration 0006; issue 8)."""
+"""Which worker a runs-due NOTIFY wakes (migration 0006)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Member JWT verification (seed 000, Identity and credentials; issue 6 item 4)."""
+"""Member JWT verification (seed 000, Identity and credentials)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ retry): stage-out tries a failed push again unless git refused it for good, and 
 scancel ends its wait at once; stage-in pulls LFS objects only when a file needs them.
 Version 1 stays byte for byte what it was, for Attempts prepared with it.
 
-Version 3 (a new user's report: of ten Runs of one branch at once, nine lost their
-outputs to a non-fast-forward refusal): when the branch moved on, stage-out fetches it,
+Version 3 (so that ten Runs of one branch at once all keep their outputs despite
+non-fast-forward refusals): when the branch moved on, stage-out fetches it,
 rebases this Run's commits onto it and pushes again, at most 5 times; a conflict pushes
 nothing. Version 2 stays as it was (refused at once).
 """

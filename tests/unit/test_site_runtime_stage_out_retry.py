@@ -114,8 +114,8 @@ def quick_rebase_pauses(monkeypatch):
 
 
 def test_a_branch_that_moved_on_gets_this_runs_outputs_on_top(tmp_path):
-    # Several Runs of one branch at once: only the first kept its outputs, the others
-    # failed non-fast-forward (a new user's report). Now a moved branch is fetched,
+    # Several Runs of one branch at once: each keeps its outputs. A branch that moved
+    # on is fetched,
     # this Run's commits rebased onto it and pushed again.
     r, remote = checked_out(tmp_path)
     theirs = push_from_elsewhere(tmp_path, remote, "theirs.txt", "first\n")

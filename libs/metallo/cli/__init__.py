@@ -1,4 +1,4 @@
-"""The ``metallo`` command line (issue 8): the same RabbitMQ request/reply contract
+"""The ``metallo`` command line: the same RabbitMQ request/reply contract
 the Go API speaks, with Rich output and documented exit codes (``exits.py``).
 
 Groups: ``action``, ``pipeline``, ``run``, ``site`` (grant, drain, resume), ``dev``. Settings come

@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True, help="The development stack on this mach
 def _say(message: str) -> None:
     """Progress of ``dev up``/``dev down`` on stderr. A reader that stopped reading
     (``metallo dev down 2>&1 | head -1``) must not cut the work short: stopping halfway
-    left the grant unrevoked and the state file stale (a new user's report), so
+    would leave the grant unrevoked and the state file stale, so
     stderr then goes to /dev/null and the work goes on."""
     try:
         err.print(message, markup=False, highlight=False)

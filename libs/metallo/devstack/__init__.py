@@ -1,4 +1,4 @@
-"""The development stack behind ``metallo dev up|down|status`` (issue 8, item 2).
+"""The development stack behind ``metallo dev up|down|status``.
 
 One supervisor process (``python -m metallo.devstack supervise``) prepares the
 machine — migrations, the development TLS certificate, the lab Git operator

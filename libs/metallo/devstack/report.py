@@ -1,6 +1,6 @@
 """The demo's summary (``python -m metallo.devstack report PIPELINE_ID``): each step's
 state, Run, Site, executor, native jobs and commits, and the metrics the last step
-committed; ends with exactly one JSON line on stdout (issue 8, item 4)::
+committed; ends with exactly one JSON line on stdout::
 
     {"pipeline": ID, "state": "succeeded", "steps": [{"action", "run", "state", "site",
      "executor", "native_jobs": [{"stage", "job_id"}], "input_commit", "output_commit"}],

@@ -90,7 +90,7 @@ class MemberCredential:
 
 @dataclass
 class MemberTokenVerifier:
-    """Checks a member JWT for one native Slurm request (seed 000; issue 6).
+    """Checks a member JWT for one native Slurm request (seed 000).
 
     ``issuer`` and ``authorized_party`` are exact strings; ``max_validity_seconds``
     is at most 3600; ``leeway_seconds`` tolerates clock skew on ``exp``/``nbf``.

@@ -2,7 +2,7 @@
 
 SQLAlchemy Core builds a statement from Python objects on every call and then
 derives its cache key; on Execution Core's hot paths that construction cost about a
-quarter of the service's Python time in the launch benchmark (issue 8), more than
+quarter of the service's Python time in the launch benchmark, more than
 executing the statements did. The helpers here build each statement shape once —
 per table and per set of column names — with named ``bindparam`` placeholders
 typed like their columns, so JSON and UUID values are processed as before, and

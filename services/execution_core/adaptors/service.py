@@ -47,7 +47,7 @@ def wake_for(payload: str, *, planning: PollingWorker, supervision: PollingWorke
     """Wake the worker a runs-due NOTIFY ``payload`` concerns (migration 0006):
     ``plan`` the launch worker, ``supervise`` the Run Supervisor, anything else
     (``""`` after a reconnect, trigger 0004's empty payload) both. A worker woken
-    for nothing spends a claim transaction finding nothing (issue 8)."""
+    for nothing spends a claim transaction finding nothing."""
     if payload != RUNS_DUE_SUPERVISE:
         planning.wake()
     if payload != RUNS_DUE_PLAN:

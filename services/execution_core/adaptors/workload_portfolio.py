@@ -6,7 +6,7 @@ Project's to read) ends planning; a timeout or an unavailable broker is temporar
 
 A revision is immutable (seed 001), so a reply is kept for ``cache_seconds`` per
 (project, member, workload, revision): a burst of launches of one action asks
-Workload Portfolio once (issue 8: one request/reply per Run before). Only what
+Workload Portfolio once, not one request/reply per Run. Only what
 WP's read check said of that member can be that old; the launch permit was
 checked when the launch was accepted and the member's Site bindings are read
 from governance at every planning. Refusals and failures are never kept.

@@ -328,7 +328,7 @@ def steps_from_prepared(prepared: list[PreparedAction], requested: tuple[str, ..
     if requested:
         missing = [a for a in requested if a not in by_name]
         if missing:
-            # Name what is there, as `metallo action run` does (a new user's report).
+            # Name what is there, as `metallo action run` does.
             raise StepSelectionError(
                 f"not in the branch's actions.yaml: {', '.join(missing)} "
                 f"(actions: {', '.join(sorted(by_name)) or 'none'})"

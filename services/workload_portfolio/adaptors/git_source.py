@@ -1,4 +1,4 @@
-"""Source Control adapter over the real ``git`` command (issue 3 item 3).
+"""Source Control adapter over the real ``git`` command.
 
 Reads one file at an exact commit from a repository named by an absolute local
 path, a ``file://`` URL or an ``https://`` URL, as the operator's

@@ -1,4 +1,4 @@
-"""Parsing actions.yaml (issue 3 items 1-2; docs/actions.md; contracts/actions.schema.json).
+"""Parsing actions.yaml (docs/actions.md; contracts/actions.schema.json).
 
 The file is read faithfully (what the author wrote is kept: a digit-only commit,
 ``3.10``, ``on``/``yes``/``no`` stay text where text is expected), bounded (1 MiB,

@@ -1,4 +1,4 @@
-"""Preparing repository actions as Workload revisions (seed 004, 2D; issue 3 items 4-5).
+"""Preparing repository actions as Workload revisions (seed 004, 2D).
 
 Two phases, so that no git call happens inside a database transaction (DESIGN.md,
 Persistence):

@@ -2,7 +2,7 @@
 
 Trigger 0004 sent an empty payload, so every due Run woke both the launch worker
 and the Run Supervisor, and the one it did not concern spent a claim transaction
-finding nothing (issue 8's burst of 100: about four idle planning claims per Run).
+finding nothing (a burst of 100 launches cost about four idle planning claims per Run).
 The payload is now ``plan`` for an ``accepted`` Run and ``supervise`` for a planned
 one; the listener (``execution_core.adaptors.service``) wakes only that worker and
 still wakes both on any other payload. PostgreSQL folds equal notifications of one

@@ -239,16 +239,14 @@ class LocalExecutor:
         """Check the material, authorise it at the edge, create the private workspace and
         save the Attempt as ``prepared``. Refusals: ``invalid-material``,
         ``unsupported-local-inputs``, ``local-wall-time-above-limit``, ``local-request-never-fits``,
-        ``material-changed``,
-        ``authorisation-refused``. Deferrals: ``authority-unavailable``,
+        ``material-changed``, ``authorisation-refused``. Deferrals: ``authority-unavailable``,
         ``workspace-unavailable``."""
         return await self.commands.run("prepare", command)
 
     async def _prepare(self, command: SiteCommand) -> CommandResult:
         try:
             job = prepared_job(
-                command.run_id, command.attempt_id, command.payload, self.settings.max_wall_seconds,
-                self.settings.machine,
+                command.run_id, command.attempt_id, command.payload, self.settings.max_wall_seconds, self.settings.machine
             )
         except InvalidMaterial as refusal:
             return self._save(command, "refused", code=refusal.code, message=str(refusal))
