@@ -8,6 +8,7 @@ fails its compute and fails only itself."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections import defaultdict
 
 import pytest
@@ -56,11 +57,19 @@ def slurm_stack(_stack_owner):
     metallo("dev", "down", timeout=180)
 
 
-def sacct_tasks(job_id: str) -> list[str]:
-    """The task ids (``JOBID_TASK``) Slurm's accounting holds of array job ``job_id``."""
-    out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-S", "now-1days", "-j", job_id, "-o", "jobid"],
-                         capture_output=True, text=True, check=True).stdout
-    return sorted({line.strip() for line in out.splitlines() if line.strip()})
+def sacct_tasks(job_id: str, want: list[str], timeout: float = 60.0) -> list[str]:
+    """The task ids (``JOBID_TASK``) Slurm's accounting holds of array job ``job_id``,
+    read again until they are ``want`` or ``timeout`` seconds pass. slurmdbd takes
+    slurmctld's records asynchronously: a finished one-task array reads as plain
+    ``JOBID`` or ``JOBID_[0]`` until its task's own record lands."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-S", "now-1days", "-j", job_id, "-o", "jobid"],
+                             capture_output=True, text=True, check=True).stdout
+        tasks = sorted({line.strip() for line in out.splitlines() if line.strip()})
+        if tasks == want or time.monotonic() > deadline:
+            return tasks
+        time.sleep(1.0)
 
 
 def test_ten_children_are_three_slurm_arrays_each_child_its_own_run(slurm_stack, scratch_repo, tmp_path):
@@ -102,7 +111,8 @@ def test_ten_children_are_three_slurm_arrays_each_child_its_own_run(slurm_stack,
     assert all(len(bases) == 1 for bases in jobs.values()), jobs
     assert len({b for bases in jobs.values() for b in bases}) == 3
     for (base,) in jobs.values():
-        assert sacct_tasks(base) == sorted(f"{base}_{i}" for i in range(10))
+        want = sorted(f"{base}_{i}" for i in range(10))
+        assert sacct_tasks(base, want) == want
 
     # Each succeeded child pushed its own commit holding its own value.
     assert len(set(commits.values())) == 9
@@ -129,4 +139,4 @@ def test_ten_children_are_three_slurm_arrays_each_child_its_own_run(slurm_stack,
     assert run["array_start"].startswith("array ") and run["array_start"].endswith(" task 0"), run
     for job in run["attempts"][0]["native_jobs"]:
         base, task = job["job_id"].split("_")
-        assert task == "0" and sacct_tasks(base) == [f"{base}_0"]
+        assert task == "0" and sacct_tasks(base, [f"{base}_0"]) == [f"{base}_0"]

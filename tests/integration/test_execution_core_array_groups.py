@@ -252,5 +252,20 @@ async def test_prefer_falls_back_at_once_when_the_project_limit_admits_fewer_chi
     _, runs = await launch_group(stack, 12, mode="prefer")
     ended = [await stack.terminal(r, timeout=60) for r in runs]
     assert [r.outcome for r in ended] == ["succeeded"] * 12 and loop.time() - began < 60
-    assert all("concurrent-Run limit admits fewer than its 12" in r.array_start for r in ended)
+    assert all("concurrent-Run limit of 10 admits fewer than its 12" in r.array_start for r in ended)
     assert sent(stack, "start-array") == [] and len(sent(stack, "start")) == 12
+
+
+async def test_require_fails_at_once_when_the_project_limit_admits_fewer_children(make_stack):
+    """A ``require`` group of 12 under the demo Project's limit of 10 can never form: every
+    child ends ``array-unavailable`` when planning first holds one, not at the deadline."""
+    stack = await make_stack(settings=replace(ARRAYS, array_group_deadline_seconds=300), script=ArraySite())
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    _, runs = await launch_group(stack, 12, mode="require")
+    ended = [await stack.terminal(r, timeout=60) for r in runs]
+    assert loop.time() - began < 60
+    assert {(r.outcome, r.reason_code) for r in ended} == {("failed", "array-unavailable")}
+    assert all(r.array_start == "refused: the concurrent-Run limit of 10 admits fewer than its 12 "
+               "children at once" for r in ended), {r.array_start for r in ended}
+    assert sent(stack, "start-array") == [] and sent(stack, "start") == []

@@ -51,6 +51,19 @@ def test_refusals_and_other_sites_fall_back_with_the_code_as_the_reason():
     assert a.not_an_array(a.REQUIRE, "Site k is a k8s Site")[0] == a.FAILED
 
 
+def test_a_group_larger_than_the_concurrent_run_limit_settles_at_once_in_both_modes():
+    assert a.held_at_limit(a.REQUIRE, 12, 10) == (
+        a.FAILED, "the concurrent-Run limit of 10 admits fewer than its 12 children at once")
+    assert a.held_at_limit(a.PREFER, 12, 10)[0] == a.INDIVIDUAL
+
+
+def test_a_group_within_the_limit_waits_under_require_and_falls_back_under_prefer():
+    assert a.held_at_limit(a.REQUIRE, 10, 10) is None
+    assert a.held_at_limit(a.REQUIRE, 3, None) is None
+    assert a.held_at_limit(a.PREFER, 10, 10) == (
+        a.INDIVIDUAL, "the concurrent-Run limit of 10 was reached while its 10 children formed")
+
+
 def test_a_group_request_is_checked():
     gid = "2c4e6a8b-3333-5444-9555-a66677778888"
     ok = a.GroupRequest(gid, 10, 9, 3, "prefer")

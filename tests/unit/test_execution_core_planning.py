@@ -129,9 +129,9 @@ def test_not_ready_and_limits_wait():
         reasons.WAIT_SITE_NOT_READY, "no eligible Site is ready"
     )
     v = plan(inp(active_in_project=10))
-    assert isinstance(v, Wait) and v.code == reasons.WAIT_CONCURRENT_RUN_LIMIT
+    assert isinstance(v, Wait) and v.code == reasons.WAIT_CONCURRENT_RUN_LIMIT and v.limit == 10
     v = plan(inp(active_per_site={"lab-slurm": 2}))
-    assert isinstance(v, Wait) and v.code == reasons.WAIT_CONCURRENT_RUN_LIMIT
+    assert isinstance(v, Wait) and v.code == reasons.WAIT_CONCURRENT_RUN_LIMIT and v.limit == 2
 
 
 def test_least_busy_eligible_site_is_chosen():

@@ -32,7 +32,7 @@ from execution_core.domain import arrays as a
 from execution_core.domain import reasons
 from execution_core.domain.canonical import canonical_json
 from execution_core.domain.lifecycle_facts import Decision
-from execution_core.domain.planning import Plan, Rejection
+from execution_core.domain.planning import Plan, Rejection, Wait
 from execution_core.domain.states import QUEUED_BATCH
 from metallo.common.v1 import common_pb2
 from metallo.messaging import Rejected
@@ -101,16 +101,19 @@ class ArrayGroups:
         return None
 
     async def on_planning_wait(self, session: AsyncSession, run: dict[str, Any], group: dict[str, Any] | None,
-                               code: str) -> None:
-        """Planning holds a forming group's child at a concurrent-Run limit: its admitted
-        siblings would hold their slots waiting for it, so ``prefer`` falls back now (its
-        children then start as slots allow); ``require`` waits, bounded by the deadline."""
-        if (group is None or group["state"] != a.FORMING or group["mode"] != a.PREFER
-                or code != reasons.WAIT_CONCURRENT_RUN_LIMIT):
-            return
-        await self._fall_back(session, group["group_id"], a.INDIVIDUAL,
-                              f"a concurrent-Run limit admits fewer than its {group['size']} children at once",
-                              except_run=run["run_id"])
+                               wait: Wait) -> Wait | Rejection:
+        """Planning holds a forming group's child (``wait``): at a concurrent-Run limit
+        the group may settle now (:func:`~execution_core.domain.arrays.held_at_limit`).
+        Returns the verdict to record: ``wait``, or ``array-unavailable`` when a
+        ``require`` group failed."""
+        if group is None or group["state"] != a.FORMING or wait.code != reasons.WAIT_CONCURRENT_RUN_LIMIT:
+            return wait
+        settled = a.held_at_limit(group["mode"], group["size"], wait.limit)
+        if settled is None:
+            return wait
+        state, reason = settled
+        await self._fall_back(session, group["group_id"], state, reason, except_run=run["run_id"])
+        return Rejection(reasons.ARRAY_UNAVAILABLE, reason) if state == a.FAILED else wait
 
     async def on_planned(self, session: AsyncSession, run: dict[str, Any], group: dict[str, Any] | None,
                          verdict: Plan | Rejection, attempt_id: str) -> Plan | Rejection:

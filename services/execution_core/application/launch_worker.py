@@ -178,10 +178,12 @@ class LaunchWorker(PollingWorker):
     ) -> None:
         version = run["version"]
         attempt_id = str(uuid.uuid4())
+        if isinstance(verdict, Wait) and self.groups is not None:
+            verdict = await self.groups.on_planning_wait(session, run, group, verdict)
+            if isinstance(verdict, Rejection):
+                group = None  # the group is settled failed: nothing more to record on it
         if isinstance(verdict, Wait):
             waited = (now - run["accepted_at"]).total_seconds()
-            if self.groups is not None:
-                await self.groups.on_planning_wait(session, run, group, verdict.code)
             if waited < self.settings.planning_timeout_seconds:
                 delay = min(
                     self.settings.planning_retry_seconds * (2 ** min(run["planning_tries"], 16)),

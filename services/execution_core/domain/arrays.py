@@ -122,6 +122,25 @@ def not_an_array(mode: str, why: str) -> tuple[str, str]:
     return (INDIVIDUAL if mode == PREFER else FAILED), why[:MAX_REASON]
 
 
+def held_at_limit(mode: str, size: int, limit: int | None) -> tuple[str, str] | None:
+    """(state, reason) of a forming group one of whose children planning holds at a
+    concurrent-Run limit of ``limit`` Runs (None: not known), or None to keep waiting.
+
+    Every child of a group holds a slot from its admission until the array starts, so
+    a group larger than the limit can never form: both modes settle at once. Under a
+    limit that would admit the whole group, ``prefer`` still falls back at once (its
+    admitted children would hold their slots waiting for the rest) and ``require``
+    waits, bounded by the group's deadline.
+    """
+    if limit is not None and limit < size:
+        why = f"the concurrent-Run limit of {limit} admits fewer than its {size} children at once"
+        return (INDIVIDUAL if mode == PREFER else FAILED), why[:MAX_REASON]
+    if mode == PREFER:
+        held = f"of {limit} " if limit is not None else ""
+        return INDIVIDUAL, f"the concurrent-Run limit {held}was reached while its {size} children formed"
+    return None
+
+
 def after_refusal(mode: str, code: str, message: str) -> tuple[str, str]:
     """(state, reason) after the Site refused the ``start-array`` command."""
     why = f"start-array refused: {code or 'refused'}" + (f": {message}" if message else "")

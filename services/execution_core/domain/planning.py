@@ -135,10 +135,15 @@ class Rejection:
 
 @dataclass(frozen=True)
 class Wait:
-    """A temporary condition; planning is tried again later (durable retry time)."""
+    """A temporary condition; planning is tried again later (durable retry time).
+
+    ``limit`` is the concurrent-Run limit that holds the Run (the Project's, or the
+    largest of the eligible Sites'), None for every other wait.
+    """
 
     code: str
     message: str
+    limit: int | None = None
 
 
 def retry_policy(spec: dict[str, Any]) -> RetryPolicy:
@@ -298,7 +303,8 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     ready = undrained
     if inp.project_run_limit is not None and inp.active_in_project >= inp.project_run_limit:
         return Wait(
-            reasons.WAIT_CONCURRENT_RUN_LIMIT, "the Project's concurrent-Run limit is reached"
+            reasons.WAIT_CONCURRENT_RUN_LIMIT, "the Project's concurrent-Run limit is reached",
+            limit=inp.project_run_limit,
         )
     roomy = [
         s
@@ -308,7 +314,8 @@ def plan(inp: PlanningInput) -> Plan | Rejection | Wait:
     ]
     if not roomy:
         return Wait(
-            reasons.WAIT_CONCURRENT_RUN_LIMIT, "every eligible Site is at its concurrent-Run limit"
+            reasons.WAIT_CONCURRENT_RUN_LIMIT, "every eligible Site is at its concurrent-Run limit",
+            limit=max(s.concurrent_run_limit or 0 for s in ready),
         )
     site = min(roomy, key=lambda s: (inp.active_per_site.get(s.site_id, 0), s.site_id))
     binding = inp.bindings[site.site_id]
