@@ -1,30 +1,33 @@
 """A collection on Slurm: one ``start-array`` vs one chain per child (ADR 0032).
 
 Both sides start the same ``--children`` prepared Attempts (default 100) on the
-lab's slurmrestd, with the same member token, in the same run:
+lab's slurmrestd, with the same member token, in the same run, each through the
+slurm executor's own command:
 
-* arrays: the slurm executor's own ``start-array`` command — payload checks, the
-  member token verified, the partition's capacity read, each child's two staging
-  grants issued and every task's material file written, three arrays POSTed held;
-* chains: what the Runtime does for the same children one by one — each child's
-  three stages through the single-chain held submission (intent saved, POST, job id
-  saved; stage-out and compute ``afterok`` on the stage before), its staging grants
-  issued as each staging stage is posted.
+* arrays: ONE ``start-array`` — payload checks, the member token verified, the
+  partition's capacity read, each child's two staging grants issued and every
+  task's material file written, three arrays POSTed held, then released;
+* chains: one ``start`` per child, in order as the Site stream is — authorisation,
+  the partition's capacity read, the stage-in job POSTed held and released.
 
-Measured until *every child's three stages are in slurmctld, held* (PENDING,
-``JobHeldUser``): no job ever runs, and both sides stop before their releases (the
-arrays would add 3 release requests; the chains 3 per child plus a requeue check
-each), so the request ratio printed is conservative for arrays. Requests are every
-HTTP request the executor sends to slurmrestd (an httpx event hook); the Site
-stream is ordered, so the chains side is sequential as the Runtime is. Afterwards
-Slurm is asked (``squeue``) how many native jobs each side made, and everything is
-cancelled.
+Each side is measured until *every child is running*: Slurm has started every
+child's first native job (its stage-in task or job has left PENDING; ``squeue
+-r``, polled every 0.1 s), and the time its start command(s) took is printed
+beside it. The stage-in jobs end at once (their grants are fake), so no compute
+job ever runs; on the lab's eight CPUs the children start eight or so at a
+time, as Slurm schedules them (ADR 0038). The chains side is conservative for
+arrays: a chain's compute and stage-out jobs are submitted later, one by one as
+its stages complete (two more submissions per child that the arrays side has
+already made).
+Requests are every HTTP request the executor sends to slurmrestd (an httpx
+event hook). Afterwards Slurm is asked how many native jobs each side made, and
+everything is cancelled.
 
 Prints one JSON line with both sides' raw numbers and the ratios. Targets: arrays
-use at most 1/20 of the chains' requests and are done at least 3x sooner. Needs
-``scripts/slurm-lab up``; run as root under the Slurm lock:
+use at most 1/20 of the chains' requests and reach all-running at least 3x
+sooner. Needs ``scripts/slurm-lab up``; run as root under the Slurm lock:
 
-    flock /tmp/metallo-slurm.lock .venv/bin/python benchmarks/collection.py
+    flock /tmp/metallo-slurm.lock .venv/bin/python -m benchmarks.collection
 """
 
 from __future__ import annotations
@@ -42,14 +45,12 @@ import httpx
 
 from benchmarks.slurm_submit import LAB, REST, _FixedToken, bench_command
 from metallo.identity.issuer import DEFAULT_AZP, DEFAULT_ISSUER, LabIssuer
-from metallo.identity.verify import MemberCredential
 from site_runtime.adaptors.slurm.executor import SlurmExecutor
 from site_runtime.adaptors.slurm.factory import build_slurm_executor
 from site_runtime.adaptors.slurm.settings import SlurmSettings
 from site_runtime.application.site_access import RepositoryGrant
-from site_runtime.domain.slurm_stages import STAGES
 
-HELD = "held:stage-out"
+POLL_SECONDS = 0.1
 
 
 class _Grants:
@@ -62,18 +63,7 @@ class _Grants:
         return None
 
 
-class _AllHeld(Exception):
-    """Stops ``start-array`` once its three arrays are held (before any release)."""
-
-
-def _stop(step: str) -> None:
-    if step == HELD:
-        raise _AllHeld()
-
-
-async def _executor(
-    token: str, prefix: str, state: Path, children: int, fault=lambda step: None
-) -> SlurmExecutor:
+async def _executor(token: str, prefix: str, state: Path, children: int) -> SlurmExecutor:
     """An executor with ``children`` prepared Attempts ``a0..``, counting its requests."""
     settings = SlurmSettings.from_env(
         {
@@ -89,9 +79,7 @@ async def _executor(
         }
     )
     (state / "workspaces").mkdir(parents=True, mode=0o711)
-    executor = build_slurm_executor(
-        settings, tokens=_FixedToken(token), grants=_Grants(), fault=fault
-    )
+    executor = build_slurm_executor(settings, tokens=_FixedToken(token), grants=_Grants())
     for i in range(children):
         payload = {
             "family": "queued-batch",
@@ -124,50 +112,71 @@ async def _executor(
 
 
 async def arrays_side(token: str, prefix: str, state: Path, children: int) -> dict:
-    executor = await _executor(token, prefix, state, children, fault=_stop)
+    executor = await _executor(token, prefix, state, children)
     tasks = [
         {"index": i, "run_id": "bench", "attempt_id": f"a{i}", "attempt_number": 1}
         for i in range(children)
     ]
     payload = {"array": {"group_id": str(uuid.uuid4()), "max_active": 0, "tasks": tasks}}
-    command = bench_command("start-array", 0, children, payload)
     try:
         start = time.perf_counter()
-        try:
-            await executor.start_array(command)
-            raise RuntimeError("start-array did not reach its held arrays")
-        except _AllHeld:
-            seconds = time.perf_counter() - start
-        return {"seconds": seconds, "requests": executor.requests}  # type: ignore[attr-defined]
+        result = await executor.start_array(bench_command("start-array", 0, children, payload))
+        if result.outcome != "succeeded":
+            raise RuntimeError(f"start-array refused: {result.code}: {result.message}")
+        return await _until_running(executor, prefix, children, start)
     finally:
         await executor.close()
 
 
 async def chains_side(token: str, prefix: str, state: Path, children: int) -> dict:
     executor = await _executor(token, prefix, state, children)
-    credential = MemberCredential(token)
     try:
         start = time.perf_counter()
         for i in range(children):
-            att = executor.journal.attempt(f"a{i}")
-            assert att is not None
-            after = None
-            for stage in STAGES:
-                after = (await executor.submissions.post(att, stage, after, credential)).job_id
-        seconds = time.perf_counter() - start
-        return {"seconds": seconds, "requests": executor.requests}  # type: ignore[attr-defined]
+            result = await executor.start(bench_command("start", i, children + i, {}))
+            if result.outcome != "succeeded":
+                raise RuntimeError(f"start refused: {result.code}: {result.message}")
+        return await _until_running(executor, prefix, children, start)
     finally:
         await executor.close()
 
 
-def held_records(prefix: str) -> tuple[int, int]:
-    """(native job records, of which held) slurmctld holds under ``prefix`` (an
-    unsplit pending array is one record)."""
-    out = subprocess.run(
-        ["squeue", "-h", "-u", "alice", "-o", "%j|%r"], capture_output=True, text=True, check=True
-    ).stdout
-    rows = [line.split("|") for line in out.splitlines() if line.startswith(prefix)]
-    return len(rows), sum(1 for r in rows if len(r) == 2 and r[1] == "JobHeldUser")
+async def _until_running(executor: SlurmExecutor, prefix: str, children: int, start: float,
+                         timeout: float = 300.0) -> dict:
+    """Seconds from ``start`` until every stage-in of ``prefix`` has left PENDING, the
+    requests sent by then, and the native jobs seen on the way (an array counts
+    once). Every stage-in exists (released) when the start command returns and is
+    listed once per task (``squeue -r``) until MinJobAge (10 s) after it ended, far
+    longer than a poll; a started one is never PENDING again (nothing requeues it)."""
+    submitted = time.perf_counter() - start
+    requests = executor.requests  # type: ignore[attr-defined]
+    jobs: set[str] = set()
+    stage_ins: set[str] = set()
+    while True:
+        records = listed(prefix)
+        jobs.update(job for _, _, job, _ in records)
+        pending = 0
+        for name, state, _, task in records:
+            if name.endswith("-in"):
+                stage_ins.add(task)
+                pending += state == "PENDING"
+        if len(stage_ins) >= children and not pending:
+            break
+        if time.perf_counter() - start > timeout:
+            raise RuntimeError(f"after {timeout} s {len(stage_ins)} of {children} stage-in jobs "
+                               f"were seen, {pending} of them still pending")
+        await asyncio.sleep(POLL_SECONDS)
+    return {"seconds": time.perf_counter() - start, "submitted_seconds": submitted,
+            "requests": requests, "native_jobs": len(jobs)}
+
+
+def listed(prefix: str) -> list[tuple[str, str, str, str]]:
+    """(name, state, array job id or job id, task or job id) of every task or job
+    under ``prefix`` slurmctld lists, one line per array task (``squeue -r``)."""
+    out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-u", "alice", "-o", "%j|%T|%F|%i"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.rsplit("|", 3) for line in out.splitlines()]
+    return [(r[0], r[1], r[2], r[3]) for r in rows if len(r) == 4 and r[0].startswith(prefix)]
 
 
 def cancel(prefix: str) -> None:
@@ -205,8 +214,6 @@ async def main() -> None:
             for name, side in (("arrays", arrays_side), ("chains", chains_side)):
                 prefix = f"bench-{run}{name[0]}"
                 sides[name] = await side(token, prefix, base / name, children)
-                records, held = held_records(prefix)
-                sides[name].update(native_records=records, held_records=held)
                 cancel(prefix)
     finally:
         for name in ("a", "c"):
@@ -219,15 +226,18 @@ async def main() -> None:
             {
                 "benchmark": "collection",
                 "children": children,
-                "measured_until": "every child's three stages held in slurmctld (PENDING)",
+                "measured_until": "every child running: each child's stage-in started by Slurm",
                 "arrays_requests": arrays["requests"],
+                "arrays_submitted_seconds": round(arrays["submitted_seconds"], 4),
                 "arrays_seconds": round(arrays["seconds"], 4),
-                "arrays_native_records": arrays["native_records"],
+                "arrays_native_jobs": arrays["native_jobs"],
                 "chains_requests": chains["requests"],
+                "chains_submitted_seconds": round(chains["submitted_seconds"], 4),
                 "chains_seconds": round(chains["seconds"], 4),
-                "chains_native_records": chains["native_records"],
+                "chains_native_jobs": chains["native_jobs"],
                 "request_ratio": round(request_ratio, 4),
                 "speedup": round(speedup, 2),
+                "submitted_speedup": round(chains["submitted_seconds"] / arrays["submitted_seconds"], 2),
                 "target_request_ratio": 0.05,
                 "target_speedup": 3.0,
                 "targets_met": request_ratio <= 0.05 and speedup >= 3.0,
