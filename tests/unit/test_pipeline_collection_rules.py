@@ -249,3 +249,52 @@ def test_a_fallback_reaches_the_step_array_decision_once():
     p = collection_answers.on_item_completed(p, 1, 2, p.step(1).items[1].run_id, "succeeded", "", "d" * 40, why)
     assert p.step(1).array_decision == f"array: prefer: one Slurm array per stage (maxActive 2); then {why}"
     assert collection.with_array_start("individual: array: never", why) == "individual: array: never"
+
+
+def test_a_require_collection_whose_every_failure_is_the_array_fails_array_unavailable():
+    p = pinned(running(sweep(3, 3, array="require")))
+    for _ in range(3):
+        p, _k = launch_next(p)
+    why = "refused: the concurrent-Run limit of 2 admits fewer than its 3 children at once"
+    for k in (1, 2, 3):
+        p = settle(collection_answers.on_item_completed(p, 1, k, f"run-{k}", "failed", "array-unavailable", "", why))
+    s = p.step(1)
+    assert (s.state, s.reason_code) == (d.STEP_FAILED, collection.R_ARRAY_UNAVAILABLE)
+    assert s.message == f"0 of 3 children succeeded (3 failed): {why}"
+    assert (p.reason_code, p.failed_step) == (collection.R_ARRAY_UNAVAILABLE, 1) and why in p.message
+
+
+def test_a_failure_of_its_own_beside_array_unavailable_keeps_collection_failed():
+    p = pinned(running(sweep(2, 2, array="require")))
+    for _ in range(2):
+        p, _k = launch_next(p)
+    p = settle(collection_answers.on_item_completed(p, 1, 1, "run-1", "failed", "array-unavailable", ""))
+    p = settle(collection_answers.on_item_completed(p, 1, 2, "run-2", "failed", "native-failure", ""))
+    assert p.step(1).reason_code == collection.R_COLLECTION_FAILED
+
+
+def test_a_cancelled_collection_names_itself_as_the_pipelines_reason():
+    p = pinned(running(sweep(2, 2)))
+    p, _ = launch_next(p)
+    p, _ = collection_answers.request_cancel(p, 1, "m-bob", "wrong data")
+    p = settle(p)
+    p = settle(collection_answers.on_item_cancel_recorded(p, 1, 1, halt_code=collection.R_COLLECTION_CANCELLED))
+    p = end(p, 1, "cancelled")
+    assert p.state == d.FAILED and p.reason_code == collection.R_COLLECTION_CANCELLED
+    assert p.message.startswith("the collection of step 1 (sweep) was cancelled: ")
+
+
+def test_a_launched_child_cancelled_by_fail_fast_keeps_fail_fast_as_its_reason():
+    p = pinned(running(sweep(3, 3, fail_fast=True, array="prefer")))
+    for _ in range(3):
+        p, _k = launch_next(p)
+    p = end(p, 1, "failed")
+    assert effect(p) == d.Effect("cancel-item", 1, 2)
+    p = settle(collection_answers.on_item_cancel_recorded(p, 1, 2, halt_code=collection.R_FAIL_FAST))
+    # The Run's own code (a member's cancel, as Execution Core sees it) does not replace it.
+    p = settle(collection_answers.on_item_completed(p, 1, 2, "run-2", "cancelled", "cancelled-by-member", ""))
+    assert p.step(1).items[1].reason_code == collection.R_FAIL_FAST
+    # A Run that had already ended keeps its own result.
+    p = settle(collection_answers.on_item_cancel_recorded(p, 1, 3, ended="succeeded",
+                                                          halt_code=collection.R_FAIL_FAST))
+    assert p.step(1).items[2].state == collection.SUCCEEDED and p.step(1).items[2].reason_code == ""

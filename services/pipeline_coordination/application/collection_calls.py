@@ -88,7 +88,8 @@ async def perform(runs: Runs, fault: FaultHook, apply: Apply, p: d.Pipeline, eff
         return lambda p, now: ca.on_item_observed(p, index, k, view, now)
     if effect.kind == "cancel-item":
         member = p.stopped_by or step.cancelled_by or p.initiating_member
-        reason = ca.halting(p, step)[1] or "collection halted"
+        halt, why = ca.halting(p, step)
+        reason = f"the collection halted: {why}" if why else "the collection halted"
         cid = identities.command_id(p.pipeline_id, f"cancel-item:{k}", index, step.launch_attempt, p.request_round)
         try:
             ended, code = await runs.cancel(cid, p.project, member, item.run_id, reason[: d.MAX_REASON])
@@ -96,5 +97,5 @@ async def perform(runs: Runs, fault: FaultHook, apply: Apply, p: d.Pipeline, eff
             await fault("item-cancelled")
             return lambda p, now, code=e.code, m=e.message: ca.on_item_cancel_refused(p, index, k, code, m, now)
         await fault("item-cancelled")
-        return lambda p, now: ca.on_item_cancel_recorded(p, index, k, ended, code)
+        return lambda p, now: ca.on_item_cancel_recorded(p, index, k, ended, code, halt_code=halt)
     raise ValueError(f"unknown effect {effect.kind!r}")

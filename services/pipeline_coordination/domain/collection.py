@@ -193,15 +193,16 @@ def with_array_start(decision: str, array_start: str) -> str:
 
 
 def halting_reason(items: tuple[Item, ...], fail_fast: bool, stopping: bool, cancelled_by: str) -> tuple[str, str]:
-    """(code, message) why waiting children are no longer launched, or ("", "") when they are."""
+    """(code, why) the collection halts — its waiting children are no longer launched and
+    its launched ones are cancelled — or ("", "") when it does not."""
     if stopping:
-        return R_STOPPED, "never launched: the Pipeline was stopped"
+        return R_STOPPED, "the Pipeline was stopped"
     if cancelled_by:
-        return R_COLLECTION_CANCELLED, f"never launched: the collection was cancelled by {cancelled_by}"
+        return R_COLLECTION_CANCELLED, f"the collection was cancelled by {cancelled_by}"
     if fail_fast:
         failed = next((i for i in items if i.state in (FAILED, UNCERTAIN)), None)
         if failed is not None:
-            return R_FAIL_FAST, f"never launched: child {failed.index} {failed.state} (failFast)"
+            return R_FAIL_FAST, f"child {failed.index} {failed.state} (failFast)"
     return "", ""
 
 
@@ -212,7 +213,8 @@ def settle_items(items: tuple[Item, ...], halt: str, halt_message: str, now: dat
         if i.run_outcome and i.state in (LAUNCHING, LAUNCHED, CANCELLING):
             i = replace(i, state=ITEM_OF_OUTCOME.get(i.run_outcome, FAILED), ended_at=i.ended_at or now)
         elif halt and i.state == WAITING:
-            i = replace(i, state=CANCELLED, reason_code=halt, message=halt_message[:MAX_REASON], ended_at=now)
+            i = replace(i, state=CANCELLED, reason_code=halt, message=f"never launched: {halt_message}"[:MAX_REASON],
+                        ended_at=now)
         out.append(i)
     return tuple(out)
 
@@ -235,14 +237,21 @@ def counts(items: tuple[Item, ...]) -> dict[str, int]:
     return out
 
 
-def outcome(items: tuple[Item, ...]) -> tuple[str, str, str]:
-    """(step state, reason code, message) once every child ended."""
+def outcome(items: tuple[Item, ...], array_decision: str = "") -> tuple[str, str, str]:
+    """(step state, reason code, message) once every child ended; ``array_decision`` is
+    the step's (:func:`with_array_start`), whose fallback or refusal names why a
+    collection whose every failure is ``array-unavailable`` failed."""
     c = counts(items)
     summary = f"{c['succeeded']} of {c['total']} children succeeded"
     if c["carried"]:
         summary += f" ({c['carried']} carried over)"
     if c["failed"] or c["uncertain"]:
         detail = ", ".join(f"{c[k]} {k}" for k in ("failed", "uncertain", "cancelled") if c[k])
+        failed = [i for i in items if i.state in (FAILED, UNCERTAIN)]
+        if all(i.state == FAILED and i.reason_code == R_ARRAY_UNAVAILABLE for i in failed):
+            # Every failure is the array's (array: require): that is the step's reason.
+            why = array_decision.split("; then ", 1)[1] if "; then " in array_decision else "no array could be made"
+            return FAILED, R_ARRAY_UNAVAILABLE, f"{summary} ({detail}): {why}"[:MAX_REASON]
         return FAILED, R_COLLECTION_FAILED, f"{summary} ({detail})"
     if c["cancelled"]:
         return CANCELLED, R_COLLECTION_CANCELLED, f"{summary} ({c['cancelled']} cancelled)"

@@ -130,11 +130,16 @@ def on_item_observed(p: Pipeline, index: int, k: int, view: RunView, now: dateti
     return p
 
 
-def on_item_cancel_recorded(p: Pipeline, index: int, k: int, ended: str = "", reason_code: str = "") -> Pipeline:
-    """CancelRun accepted for child ``k`` (or its Run had already ended: ``ended`` is its outcome, kept)."""
+def on_item_cancel_recorded(p: Pipeline, index: int, k: int, ended: str = "", reason_code: str = "",
+                            halt_code: str = "") -> Pipeline:
+    """CancelRun accepted for child ``k`` (or its Run had already ended: ``ended`` is its outcome, kept).
+
+    ``halt_code`` (``fail-fast``, ``collection-cancelled``, ``stopped-by-member``) is why the
+    collection cancelled it; it becomes the child's reason unless its Run had already ended."""
     s = p.step(index)
     item = _item(s, k)
-    item = replace(item, cancel_requested=True, state=c.CANCELLING if item.state == c.LAUNCHED else item.state)
+    item = replace(item, cancel_requested=True, state=c.CANCELLING if item.state == c.LAUNCHED else item.state,
+                   reason_code=item.reason_code or ("" if ended else halt_code))
     p = _with_item(p, s, item)
     if ended:
         p = on_item_completed(p, index, k, item.run_id, ended, reason_code, "")

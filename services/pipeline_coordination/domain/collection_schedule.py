@@ -50,7 +50,7 @@ def settle_step(p: Pipeline, s: Step, now: datetime) -> Step:
     s = replace(s, items=items)
     if not all(i.ended for i in items):
         return s
-    state, reason, summary = c.outcome(items)
+    state, reason, summary = c.outcome(items, s.array_decision)
     # A stop of the Pipeline is the Pipeline's own cancel: it does not fail it.
     stopped = state == c.CANCELLED and p.desired_state != DESIRED_RUN and not s.cancelled_by
     return replace(s, state=_STEP_OF[state], reason_code=s.reason_code or reason, message=summary,

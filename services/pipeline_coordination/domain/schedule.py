@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from pipeline_coordination.domain import collection_rerun, collection_schedule, graph
+from pipeline_coordination.domain.collection import R_COLLECTION_CANCELLED
 from pipeline_coordination.domain.pipeline import (
     CANCELLED,
     CANCELLING,
@@ -132,6 +133,10 @@ def _outcome(p: Pipeline, now: datetime) -> Pipeline:
     first = failed[0]
     if first.state == STEP_FAILED:
         code, message = first.reason_code or R_RUN_FAILED, first.message or f"step {first.index} ({first.action}) failed"
+    elif first.is_collection:
+        code = first.reason_code or R_COLLECTION_CANCELLED
+        message = f"the collection of step {first.index} ({first.action}) was cancelled" + (
+            f": {first.message}" if first.message else "")
     else:
         code, message = R_RUN_CANCELLED, f"the Run of step {first.index} ({first.action}) was cancelled"
     if len(failed) > 1:
