@@ -147,7 +147,9 @@ async def test_pipeline_whose_collection_step_failed_is_an_ordinary_failure(amqp
         assert "correct the request" not in result.stderr
     assert "`metallo collection show col-1`" in shown.stderr
     document = json.loads(as_json.stdout)
-    assert "error" not in document and document["pipeline"]["state"] == "failed"
+    assert document["pipeline"]["state"] == "failed"
+    # An ordinary failure (exit 1), not a refusal: its error's code is the Pipeline's reason.
+    assert (document["error"]["code"], document["error"]["exit_code"]) == ("collection-failed", 1)
 
 
 async def test_pipeline_stop_and_run_cancel_report_what_was_recorded(amqp_url, topology):

@@ -84,7 +84,7 @@ async def test_show_wait_json_carries_the_error_only_when_waiting(amqp_url, topo
     assert read.code == 0 and "error" not in json.loads(read.stdout)  # a read found it
 
 
-async def test_run_wait_json_has_no_error_when_a_step_ran(amqp_url, topology):
+async def test_run_wait_json_has_an_error_only_when_the_pipeline_did_not_succeed(amqp_url, topology):
     outcomes = iter([ended("succeeded"), ended("failed", "stage-failed")])
     handlers = {"StartPipeline": started, "GetPipeline": lambda q: next(outcomes)}
     async with StandIn(amqp_url, topology, OWNERS, handlers):
@@ -93,7 +93,8 @@ async def test_run_wait_json_has_no_error_when_a_step_ran(amqp_url, topology):
     assert succeeded.code == 0 and "error" not in json.loads(succeeded.stdout)
     assert failed.code == 1  # a step's Run failed: the Pipeline says why (reason_code)
     document = json.loads(failed.stdout)
-    assert "error" not in document and document["pipeline"]["reason_code"] == "stage-failed"
+    assert document["pipeline"]["reason_code"] == "stage-failed"
+    assert (document["error"]["code"], document["error"]["exit_code"]) == ("stage-failed", 1)
 
 
 async def test_run_wait_timeout_json_keeps_the_started_pipeline(amqp_url, topology):
@@ -208,6 +209,7 @@ async def test_rerun_json_start_carries_the_children_run_again(amqp_url, topolog
         text = await cli("pipeline", "rerun", "p-1", "--failed")
         document = await cli("pipeline", "rerun", "p-1", "--failed", "-o", "json")
     assert text.code == 0 and document.code == 0, document.stderr
+    assert "rerun of p-1: steps 1, 2 run again" in text.stderr
     assert "step 1 (sweep): 2 of 5 children run again, 3 carried over" in text.stderr
     start = json.loads(document.stdout)["start"]
     assert start["rerun_steps"] == [1, 2]

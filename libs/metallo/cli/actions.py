@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit
-from metallo.cli.render import Output, as_dict, err, out, print_json
+from metallo.cli.exits import CliError, Exit, error_document
+from metallo.cli.render import Output, as_dict, err, out, print_error, print_json
 from metallo.cli.repository import repository_url
-from metallo.cli.run_view import outcome_exit, print_end, run_summary, wait_run
+from metallo.cli.run_view import outcome_exit, print_end, run_error, run_summary, wait_run
 from metallo.cli.settings import actor, connection
 from metallo.cli.transport import Platform, command_metadata, derived_command_id
 from metallo.execution_core.v1 import execution_core_pb2 as ec
@@ -83,8 +83,13 @@ def run_action(
                              f"request ({error.message})")
         raise
     if output is Output.json:
+        # Exit 1 (the waited-for Run did not succeed) carries {"error": …} as every failure does.
+        failed = run_error(run) if run is not None else None
         print_json({"workload": as_dict(prepared), "launch": as_dict(launched),
-                    "run": run_summary(run) if run is not None else None})
+                    "run": run_summary(run) if run is not None else None,
+                    **(error_document(failed) if failed else {})})
+        if failed is not None:
+            print_error(failed)
     elif run is not None:
         print_end(run, quiet)
     else:

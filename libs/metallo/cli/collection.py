@@ -30,6 +30,21 @@ app = typer.Typer(no_args_is_help=True,
 COUNTS = ("total", "waiting", "active", "succeeded", "failed", "cancelled", "uncertain", "carried")
 
 
+NOT_FOUND_HINT = ("check the collection id and --project; `metallo collection list` shows the Project's "
+                  "collections (`--pipeline PIPELINE` those of one Pipeline)")
+
+
+async def collection_request(p: Platform, message):
+    """Send a collection request; a not-found refusal's hint names ``metallo collection list``
+    (the generic one names Runs and Pipelines, which are not what was asked for)."""
+    try:
+        return await p.request(message)
+    except CliError as refused:
+        if refused.exit_code is Exit.NOT_FOUND:
+            refused.hint = NOT_FOUND_HINT
+        raise
+
+
 def counts_text(counts) -> str:
     """``20 total · 3 active · 17 succeeded`` (zero counts left out, total always shown)."""
     return " · ".join(f"{getattr(counts, k)} {k}" for k in COUNTS if k == "total" or getattr(counts, k))
@@ -99,7 +114,8 @@ def show(collection_id: str, member: opt.Member = None, project: opt.Project = N
 
     async def body():
         async with Platform(conn) as p:
-            return await p.request(pc.GetCollection(metadata=query_metadata(who), collection_id=collection_id))
+            return await collection_request(p, pc.GetCollection(metadata=query_metadata(who),
+                                                                collection_id=collection_id))
 
     c = asyncio.run(body())
     if output is Output.json:
@@ -149,8 +165,8 @@ def cancel(collection_id: str, member: opt.Member = None, project: opt.Project =
 
     async def body():
         async with Platform(conn) as p:
-            return await p.request(pc.CancelCollection(metadata=command_metadata(who, command_id),
-                                                       collection_id=collection_id, reason=reason))
+            return await collection_request(p, pc.CancelCollection(
+                metadata=command_metadata(who, command_id), collection_id=collection_id, reason=reason))
 
     reply = asyncio.run(body())
     if output is Output.json:

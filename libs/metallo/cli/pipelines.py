@@ -10,9 +10,17 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit, error_document, rejection_exit, rejection_hint
+from metallo.cli.exits import CliError, Exit, error_document
 from metallo.cli.listing import Listing, page_request, print_page
 from metallo.cli.pipeline_graph import counts_text, graph_tree
+from metallo.cli.pipeline_outcome import (  # noqa: F401 - current_step is part of this module's API
+    TERMINAL,
+    current_step,
+    next_hint,
+    pipeline_error,
+    pipeline_exit,
+    progress_label,
+)
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import (
     Output,
@@ -33,8 +41,6 @@ from metallo.pipeline_coordination.v1 import pipeline_coordination_pb2 as pc_pb2
 
 app = typer.Typer(no_args_is_help=True, help="Pipelines: run a branch's actions as a graph (needs, when).")
 
-TERMINAL = {"succeeded", "failed", "stopped"}
-STEP_ENDED = {"succeeded", "failed", "cancelled", "skipped"}
 REPOSITORY_WIDTH = 40  # the list's repository column: the URL's tail, scheme left out
 
 MaxActive = Annotated[int, typer.Option(
@@ -46,42 +52,6 @@ def contract():
     return pc_pb2
 
 
-def pipeline_exit(pipeline) -> Exit:
-    """0 succeeded, 1 failed or stopped, 4 not ended yet; a Pipeline that failed before any
-    step launched because its branch was refused (``actions-invalid``, ``branch-not-found``,
-    …) ends like the refused request it stands for: 2, or 3 for a not-found code — the
-    same as ``metallo action run`` on that branch (docs/quickstart.md, exit codes)."""
-    state = pipeline.state
-    if failed_before_any_step(pipeline) and pipeline.reason_code:
-        return rejection_exit(pipeline.reason_code)
-    return {"succeeded": Exit.OK, "failed": Exit.FAILED, "stopped": Exit.FAILED}.get(state, Exit.UNCERTAIN)
-
-
-def failed_before_any_step(pipeline) -> bool:
-    """True when the Pipeline ended ``failed`` with no step launched (its branch or its first
-    launch was refused): no step has a Run nor a collection (whose children are Runs)."""
-    return pipeline.state == "failed" and not any(step_launched(s) for s in pipeline.steps)
-
-
-def step_launched(step) -> bool:
-    """True when the step launched work: a Run, or a collection of child Runs."""
-    return bool(step.run_id or step.collection_id)
-
-
-def refusal_error(pipeline) -> CliError | None:
-    """The failure to report when the Pipeline failed before any step launched, else None:
-    ``code`` is its ``reason_code``, the exit code :func:`pipeline_exit`'s (2, 3 for a
-    not-found code, 1 without a code) and the hint the one ``metallo action run`` gives
-    for that code."""
-    if not failed_before_any_step(pipeline):
-        return None
-    why = ": ".join(t for t in (pipeline.reason_code, pipeline.message) if t) or "no reason given"
-    return CliError(f"Pipeline {pipeline.pipeline_id} failed before any step launched: {why}",
-                    rejection_hint(pipeline.reason_code, pipeline.repository_url),
-                    pipeline_exit(pipeline),
-                    code=pipeline.reason_code)
-
-
 async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
     """GetPipeline (CliError exit 3 when it does not exist in the Project)."""
     pc = contract()
@@ -89,21 +59,10 @@ async def get_pipeline(platform: Platform, who: Actor, pipeline_id: str):
                                                  pipeline_id=pipeline_id))
 
 
-def current_step(pipeline):
-    """The first step in progress (not ended), else the first that failed or was
-    cancelled (its dependents are only ``skipped``), else the last step, else None."""
-    for step in pipeline.steps:
-        if step.state not in STEP_ENDED:
-            return step
-    for step in pipeline.steps:
-        if step.state in ("failed", "cancelled"):
-            return step
-    return pipeline.steps[-1] if len(pipeline.steps) else None
-
-
 async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
                         timeout: float | None, quiet: bool):
-    """Poll until the Pipeline ends, showing the current step's Run; the final Pipeline."""
+    """Poll until the Pipeline ends, showing the current step's Run, or a collection step's
+    children counts (a new line each time they change); the final Pipeline."""
     final: list = []
 
     async def poll() -> Snapshot:
@@ -113,7 +72,7 @@ async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
         step = current_step(pipeline)
         if step is None:
             return Snapshot(f"pipeline {pipeline_id} · {pipeline.state}", done)
-        label = f"pipeline {pipeline.state} · {counts_text(pipeline)} · step {step.index} {step.action} {step.state}"
+        label = progress_label(pipeline, step)
         if step.run_id and not done:
             run = await platform.request(ec.GetRun(metadata=query_metadata(who), run_id=step.run_id))
             return Snapshot(run_line(run, label), done)
@@ -124,8 +83,9 @@ async def wait_pipeline(platform: Platform, who: Actor, pipeline_id: str, *,
     return final[0]
 
 
-def print_pipeline(p) -> None:
-    """A Pipeline as a table, then its step graph, then its steps."""
+def print_pipeline(p, *, hint: bool = True) -> None:
+    """A Pipeline as a table, then its step graph, then its steps; with ``hint``, the next
+    step after it failed or was stopped (:func:`next_hint`) on stderr."""
     out.print(key_value_table(f"Pipeline {p.pipeline_id}", [
         ("steps", counts_text(p)), ("max active", p.max_active or ""), ("rerun of", p.rerun_of),
         ("project", p.project), ("repository", p.repository_url), ("branch", p.branch),
@@ -147,13 +107,9 @@ def print_pipeline(p) -> None:
                           s.reason_code)
         out.print(graph_tree(p))
         print_list_table(table)
-    failed = next((s for s in p.steps if s.index == p.failed_step), None)
-    if failed is not None and failed.run_id:
-        err.print(f"next: `metallo run show {failed.run_id}` says why step {failed.index} "
-                  f"({failed.action}) failed and which of its logs to read", markup=False)
-    elif failed is not None and failed.collection_id:
-        err.print(f"next: `metallo collection show {failed.collection_id}` lists which children of step "
-                  f"{failed.index} ({failed.action}) failed and their Runs", markup=False)
+    then = next_hint(p) if hint else ""
+    if then:
+        err.print(f"next: {then}", markup=False, highlight=False)
 
 
 def graph_commit_text(p) -> str:
@@ -188,6 +144,15 @@ def step_collection_text(s) -> str:
     c = s.collection_counts
     carried = f", {c.carried} carried over" if c.carried else ""
     return f"collection {s.collection_id} ({c.succeeded}/{c.total} succeeded{carried})"
+
+
+def rerun_steps_text(steps) -> str:
+    """``step 1 runs again`` / ``steps 1, 3 run again`` for a rerun's step indices."""
+    if not len(steps):
+        return "no step runs again"
+    if len(steps) == 1:
+        return f"step {steps[0]} runs again"
+    return f"steps {', '.join(map(str, steps))} run again"
 
 
 def repository_text(url: str, width: int = REPOSITORY_WIDTH) -> str:
@@ -255,17 +220,17 @@ def finish_started(started, final, wait_failed: CliError | None, output: Output,
         print_error(wait_failed)
         print_json({"start": start, "pipeline": None, **error_document(wait_failed)})
         raise typer.Exit(wait_failed.exit_code)
-    refused = refusal_error(final) if final is not None else None
+    failed = pipeline_error(final) if final is not None else None
     if output is Output.json:
-        # The keys scripts already read, plus {"error": …} when refused before any step.
+        # The keys scripts already read, plus {"error": …} whenever the exit is not 0.
         print_json({"start": start, "pipeline": as_dict(final) if final else None,
-                    **(error_document(refused) if refused else {})})
+                    **(error_document(failed) if failed else {})})
     elif final is not None:
-        print_pipeline(final)
+        print_pipeline(final, hint=failed is None)
     else:
         out.print(started.pipeline_id)
-    if refused is not None:
-        print_error(refused)
+    if failed is not None:
+        print_error(failed)
     raise typer.Exit(pipeline_exit(final) if final is not None else Exit.OK)
 
 
@@ -292,9 +257,8 @@ def rerun(
                 max_active=max_active))
             new = await get_pipeline(p, who, started.pipeline_id)
             if output is Output.table:
-                steps = ", ".join(map(str, started.rerun_steps))
-                err.print(f"rerun of {started.rerun_of}: steps {steps} run again", markup=False,
-                          highlight=False)
+                err.print(f"rerun of {started.rerun_of}: {rerun_steps_text(started.rerun_steps)}",
+                          markup=False, highlight=False)
                 for line in carried_lines(new):
                     err.print(line, markup=False, highlight=False)
             return (*await started_then_waited(p, who, started, wait_end=wait_end, timeout=timeout,
@@ -320,13 +284,14 @@ def show(pipeline_id: str, member: opt.Member = None, project: opt.Project = Non
             return await get_pipeline(p, who, pipeline_id)
 
     pipeline = asyncio.run(body())
-    refused = refusal_error(pipeline) if wait_end else None
+    # Only a wait exits with the Pipeline's outcome: a plain read that found it succeeded.
+    failed = pipeline_error(pipeline) if wait_end else None
     if output is Output.json:
-        print_json({**as_dict(pipeline), **(error_document(refused) if refused else {})})
+        print_json({**as_dict(pipeline), **(error_document(failed) if failed else {})})
     else:
-        print_pipeline(pipeline)
-    if refused is not None:
-        print_error(refused)
+        print_pipeline(pipeline, hint=failed is None)
+    if failed is not None:
+        print_error(failed)
     if wait_end:
         raise typer.Exit(pipeline_exit(pipeline))
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from metallo.cli.exits import Exit
+from metallo.cli.exits import CliError, Exit
 from metallo.cli.progress import Snapshot, follow, run_line
 from metallo.cli.render import (
     as_dict,
@@ -149,19 +149,66 @@ def print_run(run: ec.Run) -> None:
             table.add_row(str(a.number), a.state, a.native_state, native_jobs_text(a.native_jobs),
                           exit_text.strip(), a.reason_code)
         print_list_table(table)
+    then = next_hint(run)
+    if then:
+        err.print(f"next: {then}", markup=False, highlight=False)
+
+
+def next_hint(run: ec.Run) -> str:
+    """The next step after an ended Run that did not succeed, "" when there is nothing
+    particular to say: why it failed (:func:`failure_hint`), what a ``lost`` Run or a Site's
+    cancellation leaves at the Site, or how a collection child that never got an Attempt
+    runs again."""
     if run.outcome == "failed" and len(run.attempts):
-        err.print(f"next: {failure_hint(run)}", markup=False, highlight=False)
-    elif run.outcome == "lost":
-        err.print(f"next: {lost_hint(run)}", markup=False, highlight=False)
-    elif run.outcome == "cancelled" and run.reason_code == "cancelled-at-site":
-        err.print(f"next: {site_cancel_hint(run)}", markup=False, highlight=False)
+        return failure_hint(run)
+    if run.outcome == "failed" and collection_child(run):
+        reason = ": ".join(t for t in (run.reason_code, run.reason_message) if t) or "no reason given"
+        return f"it ended before any Attempt ({reason}), so it has no logs; {rerun_advice(run)}"
+    if run.outcome == "lost":
+        return lost_hint(run)
+    if run.outcome == "cancelled" and run.reason_code == "cancelled-at-site":
+        return site_cancel_hint(run)
+    return ""
+
+
+def run_error(run: ec.Run) -> CliError | None:
+    """The failure a wait for ``run`` reports when it ended without succeeding (exit 1),
+    else None: ``code`` is its ``reason_code`` (its outcome when it has none), the message
+    its outcome and reason, the hint :func:`next_hint`'s (``--output json``: ``error``)."""
+    if outcome_exit(run.outcome) is not Exit.FAILED:
+        return None
+    reason = ": ".join(t for t in (run.reason_code, run.reason_message) if t)
+    return CliError(f"Run {run.run_id} {run.outcome}" + (f": {reason}" if reason else ""),
+                    next_hint(run) or f"`metallo run show {run.run_id}` shows its Attempts and why it ended",
+                    Exit.FAILED, code=run.reason_code or run.outcome)
+
+
+def collection_child(run: ec.Run) -> bool:
+    """True for a child Run of a Pipeline step's collection (its labels name the collection)."""
+    return bool(run.labels.get("collection_id"))
+
+
+def rerun_advice(run: ec.Run) -> str:
+    """How to run a failed Run again: ``then `metallo run rerun RUN```; for a collection child
+    the Pipeline's ``rerun --failed`` (its children that did not succeed run again together,
+    in their array, and the collection can succeed), saying what ``run rerun`` would do."""
+    alone = f"`metallo run rerun {run.run_id}`"
+    if not collection_child(run):
+        return f"then {alone}"
+    pipeline = run.labels.get("pipeline_id", "")
+    what = (f"{alone} would rerun this child alone, outside its array, and leave collection "
+            f"{run.labels['collection_id']} failed")
+    if not pipeline:
+        return f"then rerun its Pipeline with `metallo pipeline rerun PIPELINE --failed` ({what})"
+    return (f"then `metallo pipeline rerun {pipeline} --failed` runs again every child of its collection "
+            f"that did not succeed ({what})")
 
 
 def site_cancel_hint(run: ec.Run) -> str:
     """The next step after the Site cancelled a Run's native work without Metallo asking
     (an administrator's or the job owner's ``scancel``): nothing of it is retried."""
     return (f"the Site cancelled its native work{_jobs_where(run)}, not a member: ask the Site "
-            f"admin why if you did not cancel it there, then `metallo run rerun {run.run_id}`")
+            f"admin why if you did not cancel it there, {rerun_advice(run)}")
 
 
 #: Refusals of what the action's ``resources`` ask: the same revision is refused again.
@@ -236,16 +283,14 @@ def failure_hint(run: ec.Run) -> str:
                     "actions.yaml as the message says, publish it, and launch it again "
                     "(docs/actions.md, Resources)")
         return (f"{refused} ({reason}), so nothing ran there and it has no logs; fix what the "
-                f"message names (docs/runs.md explains the code), then `metallo run rerun "
-                f"{run.run_id}`")
+                f"message names (docs/runs.md explains the code), {rerun_advice(run)}")
     stage = _logged_stage(attempt)
     if code == "slurm-job-requeued":
         return (f"Slurm requeued the {attempt.exit.failure_stage or 'stage'} job of Attempt "
                 f"{attempt.number} ({reason}) and ran it again; Metallo cancelled the re-run: only "
                 f"Metallo starts work again, as a new Attempt. A retry, if the action allows one, is a new Attempt; else "
-                f"`metallo run rerun {run.run_id}`, and ask the Site admin why it requeued")
+                f"{rerun_advice(run).removeprefix('then ')}, and ask the Site admin why it requeued")
     if not stage:
         return (f"Attempt {attempt.number} failed before any native work started ({reason}), "
-                f"so it has no logs; fix what the message names, then `metallo run rerun "
-                f"{run.run_id}`")
+                f"so it has no logs; fix what the message names, {rerun_advice(run)}")
     return f"`metallo run logs {run.run_id} --stage {stage}` shows what it wrote ({reason})"

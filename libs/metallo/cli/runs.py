@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from metallo.cli import options as opt
-from metallo.cli.exits import CliError, Exit
+from metallo.cli.exits import CliError, Exit, error_document
 from metallo.cli.listing import Listing, page_request, print_page
 from metallo.cli.render import (
     Output,
     as_dict,
     err,
     out,
+    print_error,
     print_json,
     timestamp,
 )
@@ -29,6 +30,7 @@ from metallo.cli.run_view import (
     outcome_exit,
     print_end,
     print_run,
+    run_error,
     run_summary,
     unknown_cancel_warning,
     wait_run,
@@ -117,7 +119,10 @@ def wait(run_id: str, member: opt.Member = None, project: opt.Project = None,
 
     run = _run(body())
     if output is Output.json:
-        print_json(run_summary(run))
+        failed = run_error(run)
+        print_json({**run_summary(run), **(error_document(failed) if failed else {})})
+        if failed is not None:
+            print_error(failed)
     else:
         print_end(run, quiet)
     raise typer.Exit(outcome_exit(run.outcome))
@@ -186,7 +191,11 @@ def rerun(run_id: str, member: opt.Member = None, project: opt.Project = None,
 
     reply, run = _run(body())
     if output is Output.json:
-        print_json({"rerun": as_dict(reply), "run": run_summary(run) if run else None})
+        failed = run_error(run) if run is not None else None
+        print_json({"rerun": as_dict(reply), "run": run_summary(run) if run else None,
+                    **(error_document(failed) if failed else {})})
+        if failed is not None:
+            print_error(failed)
     else:
         commit = reply.repository_commit[:12] or "the revision's commit"
         out.print(f"Run {reply.run_id} reruns {reply.rerun_of} (revision {reply.revision}, "
