@@ -363,3 +363,23 @@ async def test_branches_are_listed_for_who_may_prepare_or_read_outside_a_transac
     # Refused access never reached git: three reads, the missing one and the ssh URL
     # (which the repository policy refuses before git runs).
     assert len(stack.source.checked_out) == 5
+
+
+async def test_text_no_store_accepts_is_refused_actions_invalid_with_its_line(stack):
+    # A NUL in a matrix value and a lone surrogate in an environment key: both are
+    # refused before anything is saved, and the reply itself encodes.
+    commit(stack.repo, {"actions.yaml": 'version: 1\nactions:\n  a:\n    type: slurm-job\n'
+                                        '    command: [x]\n    matrix: {x: ["a\\0b"]}\n'
+                                        '    runtime: {environment: {"B\\ud800": "1"}}\n'})
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare("a")
+    assert exc.value.code == "actions-invalid"
+    problems = [v for k, v in sorted(exc.value.details.items()) if k.startswith("problem.")]
+    assert problems == [
+        "actions.yaml:6:18: actions.a.matrix.x[0]: text holds a NUL character (\\0), which cannot be "
+        "stored; remove it",
+        "actions.yaml:7:29: actions.a.runtime.environment.B\\ud800: text holds a lone surrogate "
+        "(\\ud800), which is not valid UTF-8; write the character itself or its 8-digit "
+        "\\UXXXXXXXX escape",
+    ]
+    assert await stack.revisions() == 0

@@ -112,3 +112,39 @@ actions:
     assert (24, "actions.d.matrix") in lines and "service" in got[(24, "actions.d.matrix")]
     assert (29, "actions.e.parameters") in lines and "not both" in got[(29, "actions.e.parameters")]
     assert (30, "actions.e.array") in lines
+
+
+def collection(body: str) -> str:
+    return f"version: 1\nactions:\n  c:\n    type: slurm-job\n    command: [run]\n{body}"
+
+
+def test_too_many_records_names_or_characters_say_count_and_limit_without_the_records():
+    records = "".join(f'      - {{x: "{i}"}}\n' for i in range(1001))
+    got = problems(collection("    parameters:\n" + records))
+    assert got == {(7, "actions.c.parameters"): "1001 items; at most 1000 are allowed"}
+    names = ", ".join(f'n{i}: "1"' for i in range(17))
+    with pytest.raises(ActionsFileError) as e:
+        parse_actions_file(collection(f"    parameters:\n      - {{{names}}}\n"))
+    assert "actions.yaml:7:9: actions.c.parameters[0]: 17 keys; at most 16 are allowed" in map(str, e.value.problems)
+    assert all(len(str(p)) < 120 for p in e.value.problems), e.value
+    got = problems(collection(f'    parameters:\n      - {{x: "{"v" * 1025}"}}\n'))
+    assert got == {(7, "actions.c.parameters[0].x"): "1025 characters; at most 1024 are allowed"}
+    got = problems(collection(f'    matrix: {{x: ["{"v" * 1025}"]}}\n'))
+    assert got == {(6, "actions.c.matrix.x[0]"): "1025 characters; at most 1024 are allowed"}
+
+
+def test_a_repeated_record_or_matrix_value_is_refused_at_the_second_ones_line():
+    got = problems(collection('    parameters:\n      - {x: a, y: "1"}\n      - {x: b, y: "1"}\n'
+                              '      - {y: "1", x: a}\n'))
+    assert got == {(9, "actions.c.parameters[2]"): "the same as parameters[0] (line 7); no two may be alike"}
+    got = problems(collection('    matrix:\n      x: [a, b,\n          a]\n'))
+    assert got == {(8, "actions.c.matrix.x[2]"): "the same as x[0] (line 7); no two may be alike"}
+
+
+def test_unquoted_scalars_in_values_stay_the_text_written_as_documented():
+    # docs/actions.md, "Values are kept as you wrote them" and Collections: text
+    # fields keep the characters typed, so these are no coercion to refuse.
+    f = parse_actions_file(collection("    matrix: {x: [null, true, 0.10, ~]}\n"))
+    assert f.collection("c")["matrix"] == {"x": ["null", "true", "0.10", "~"]}
+    f = parse_actions_file(collection("    parameters: [{x: false, y: 007}]\n"))
+    assert f.collection("c")["parameters"] == [{"x": "false", "y": "007"}]

@@ -89,11 +89,36 @@ class Document:
 
 
 def dotted(path: Path) -> str:
-    """``("actions", "train", "argv", 2)`` → ``actions.train.argv[2]``."""
+    """``("actions", "train", "argv", 2)`` → ``actions.train.argv[2]``.
+
+    Keys are shown with :func:`printable`, so a field never carries text that
+    cannot be encoded or stored (NUL, lone surrogates).
+    """
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + printable(str(part))
     return out
+
+
+def printable(text: str) -> str:
+    """``text`` with NUL shown as ``\\0`` and lone surrogates as ``\\udXXX`` (valid UTF-8, no NUL)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "\\0")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as JSON text in PostgreSQL or sent as UTF-8, or None.
+
+    Refused: U+0000 (NUL) anywhere, and lone surrogates (U+D800..U+DFFF), which
+    have no UTF-8 encoding.
+    """
+    if "\0" in text:
+        return "text holds a NUL character (\\0), which cannot be stored; remove it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"text holds a lone surrogate (\\u{ord(text[e.start]):04x}), which is not valid "
+                "UTF-8; write the character itself or its 8-digit \\UXXXXXXXX escape")
+    return None

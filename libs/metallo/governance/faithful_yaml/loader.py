@@ -27,6 +27,7 @@ from metallo.governance.faithful_yaml.document import (
     Path,
     Problem,
     dotted,
+    text_problem,
 )
 from metallo.governance.faithful_yaml.schema_view import SchemaView, json_type
 from metallo.governance.faithful_yaml.validation import schema_problems
@@ -56,6 +57,15 @@ class _Loader:
         self.nodes = 0
         self.doc = Document(source=source, data=None)
         self.over_budget = False
+        self.bad_text: list[Problem] = []
+        self.bad_at: set[tuple[int, int]] = set()
+
+    def check_text(self, text: str, node: Node, path: Path) -> None:
+        """Record text that cannot be stored or encoded (NUL, lone surrogates) at ``node``."""
+        mark = node.start_mark
+        if (why := text_problem(text)) is not None and (mark.line, mark.column) not in self.bad_at:
+            self.bad_at.add((mark.line, mark.column))  # an alias repeats its node: said once
+            self.bad_text.append(Problem(self.source, mark.line + 1, mark.column + 1, dotted(path), why))
 
     def add(self, line: int, col: int, path: Path, message: str) -> None:
         self.problems.append(Problem(self.source, line, col, dotted(path), message))
@@ -141,6 +151,7 @@ class _Loader:
                          "mapping keys must be plain text")
                 continue
             key = str(knode.value)
+            self.check_text(key, knode, path + (key,))
             kline, kcol = knode.start_mark.line + 1, knode.start_mark.column + 1
             if key in out:
                 self.add(kline, kcol, path + (key,),
@@ -164,6 +175,7 @@ class _Loader:
 
     def scalar(self, node: ScalarNode, schema: Any, path: Path) -> Any:
         text = str(node.value)
+        self.check_text(text, node, path)
         tag = str(node.tag)
         allowed = self.view.types(schema) if schema is not None else None
         if node.style is not None or tag == _CORE + "str":
@@ -214,7 +226,8 @@ def load_document(
 
     Returns (document, problems that still allow checking the rest, such as
     duplicate keys). Raises :class:`DocumentError` for problems that stop reading:
-    size, encoding, YAML syntax, tags, nesting depth and alias expansion bounds.
+    size, encoding, YAML syntax, tags, nesting depth, alias expansion bounds and
+    text (key or value) holding NUL or a lone surrogate.
     """
     raw = content.encode("utf-8") if isinstance(content, str) else bytes(content)
     if len(raw) > limits.max_bytes:
@@ -236,6 +249,9 @@ def load_document(
     loader.doc.data = None if root is None else loader.convert(root, schema, (), 0)
     if loader.over_budget:
         raise DocumentError(loader.problems)
+    if loader.bad_text:
+        # Text no store or wire accepts stops reading: no other message may repeat it.
+        raise DocumentError(loader.bad_text)
     return loader.doc, list(loader.problems)
 
 
