@@ -158,6 +158,7 @@ def test_stopping_the_pipeline_stops_the_collection_without_failing_it():
     assert effect(p) == d.Effect("cancel-item", 1, 1)
     p = end(settle(collection_answers.on_item_cancel_recorded(p, 1, 1)), 1, "cancelled")
     assert p.state == d.STOPPED and p.step(1).state == d.CANCELLED and p.step(1).cancel_requested
+    assert p.step(1).reason_code == collection.R_STOPPED  # a stop, not a cancel of the collection
 
 
 def test_a_lost_child_is_uncertain_and_fails_the_collection():

@@ -53,6 +53,8 @@ def settle_step(p: Pipeline, s: Step, now: datetime) -> Step:
     state, reason, summary = c.outcome(items, s.array_decision)
     # A stop of the Pipeline is the Pipeline's own cancel: it does not fail it.
     stopped = state == c.CANCELLED and p.desired_state != DESIRED_RUN and not s.cancelled_by
+    if stopped:
+        reason = c.R_STOPPED
     return replace(s, state=_STEP_OF[state], reason_code=s.reason_code or reason, message=summary,
                    cancel_requested=s.cancel_requested or stopped, ended_at=now)
 
