@@ -140,6 +140,16 @@ async def stack(tmp_path, make_database, amqp_url, bus_url, topology):
     await engine.dispose()
 
 
+async def invalid_problems(stack, actions_yaml: str, action: str = "a") -> list[str]:
+    """Commit ``actions_yaml``, prepare ``action``: its ``actions-invalid`` refusal's
+    problems, in detail-key order."""
+    commit(stack.repo, {"actions.yaml": actions_yaml})
+    with pytest.raises(Rejected) as exc:
+        await stack.prepare(action)
+    assert exc.value.code == "actions-invalid"
+    return [v for k, v in sorted(exc.value.details.items()) if k.startswith("problem.")]
+
+
 async def test_each_action_type_becomes_a_revision_with_its_family_and_event(stack):
     expected = {
         "train": ("slurm-job", "slurm", "queued-batch", ""),
@@ -269,12 +279,8 @@ async def test_source_and_file_errors_are_distinct_rejections(stack, tmp_path):
         with pytest.raises(Rejected) as exc:
             await stack.prepare(**kw)
         assert exc.value.code == code, (kw, exc.value)
-    commit(stack.repo, {"actions.yaml": "version: 1\nactions:\n  a:\n    type: k8s-job\n    command: 5\n"
-                                        "    resources: {gpus: yes}\n"})
-    with pytest.raises(Rejected) as exc:
-        await stack.prepare("a")
-    assert exc.value.code == "actions-invalid"
-    problems = [v for k, v in sorted(exc.value.details.items()) if k.startswith("problem.")]
+    problems = await invalid_problems(stack, "version: 1\nactions:\n  a:\n    type: k8s-job\n    command: 5\n"
+                                             "    resources: {gpus: yes}\n")
     assert len(problems) == 2
     assert problems[0].startswith("actions.yaml:5:14: actions.a.command:")
     assert problems[1].startswith("actions.yaml:6:23: actions.a.resources.gpus:")
@@ -321,13 +327,9 @@ async def test_policy_refusals_change_nothing(stack):
         with pytest.raises(Rejected) as exc:
             await stack.prepare("train", url=url)
         assert exc.value.code == code, url
-    commit(stack.repo, {"actions.yaml": "version: 1\nactions:\n  a:\n    type: k8s-job\n"
-                                        "    command: [x]\n    runtime:\n      environment:\n"
-                                        "        OK: yes\n        LD_PRELOAD: /tmp/x.so\n"})
-    with pytest.raises(Rejected) as exc:
-        await stack.prepare("a")
-    assert exc.value.code == "actions-invalid"
-    problems = [v for k, v in exc.value.details.items() if k.startswith("problem.")]
+    problems = await invalid_problems(stack, "version: 1\nactions:\n  a:\n    type: k8s-job\n"
+                                             "    command: [x]\n    runtime:\n      environment:\n"
+                                             "        OK: yes\n        LD_PRELOAD: /tmp/x.so\n")
     assert len(problems) == 1 and problems[0].startswith(
         "actions.yaml:9:9: actions.a.runtime.environment.LD_PRELOAD: LD_PRELOAD is forbidden")
     assert await stack.revisions() == 0
@@ -368,13 +370,9 @@ async def test_branches_are_listed_for_who_may_prepare_or_read_outside_a_transac
 async def test_text_no_store_accepts_is_refused_actions_invalid_with_its_line(stack):
     # A NUL in a matrix value and a lone surrogate in an environment key: both are
     # refused before anything is saved, and the reply itself encodes.
-    commit(stack.repo, {"actions.yaml": 'version: 1\nactions:\n  a:\n    type: slurm-job\n'
-                                        '    command: [x]\n    matrix: {x: ["a\\0b"]}\n'
-                                        '    runtime: {environment: {"B\\ud800": "1"}}\n'})
-    with pytest.raises(Rejected) as exc:
-        await stack.prepare("a")
-    assert exc.value.code == "actions-invalid"
-    problems = [v for k, v in sorted(exc.value.details.items()) if k.startswith("problem.")]
+    problems = await invalid_problems(stack, 'version: 1\nactions:\n  a:\n    type: slurm-job\n'
+                                             '    command: [x]\n    matrix: {x: ["a\\0b"]}\n'
+                                             '    runtime: {environment: {"B\\ud800": "1"}}\n')
     assert problems == [
         "actions.yaml:6:18: actions.a.matrix.x[0]: text holds a NUL character (\\0), which cannot be "
         "stored; remove it",
